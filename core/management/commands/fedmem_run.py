@@ -1,0 +1,92 @@
+"""Run fedmem on one machine: migrations, demo data, web server and Celery worker.
+
+Ctrl-C (or SIGTERM) stops the children and then this process, which holds the
+embedded PostgreSQL handle last, so the database shuts down cleanly too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from core.database import prune_dead_handles
+from core.env import env_int, env_str
+from governance.services.demo import demo_seed
+
+
+class Command(BaseCommand):
+    help = "Migrate, seed the demo tenant, and run the web server and a Celery worker together."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default=env_str("FEDMEM_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=env_int("FEDMEM_PORT", 8000, minimum=1, maximum=65535))
+        parser.add_argument("--no-demo", action="store_true", help="do not create the demo tenant")
+        parser.add_argument("--concurrency", type=int, default=env_int("FEDMEM_WORKER_CONCURRENCY", 2, minimum=1))
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        demo = None if options["no_demo"] or settings.PRODUCTION else demo_seed()
+        python = sys.executable
+        beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
+        children = {
+            "worker": subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter
+                [python, "-m", "celery", "-A", "fedmem_site", "worker", "--loglevel", "INFO",
+                 "--concurrency", str(options["concurrency"]), "--beat", "--schedule", beat_schedule],
+                env=os.environ.copy(),
+            ),
+            "web": subprocess.Popen(  # noqa: S603
+                [python, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]),
+                 "fedmem_site.asgi:application"],
+                env=os.environ.copy(),
+            ),
+        }
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(self.style.SUCCESS(f"\nfedmem is starting at {url}  (API docs: {url}v1/docs)"))
+        if demo:
+            self.stdout.write("Demo logins (username / password / role):")
+            for username, info in demo["users"].items():
+                self.stdout.write(f"  {username:<14} {info['password']:<16} {info['role']}")
+            self.stdout.write("Demo agent keys:")
+            for name, info in demo["agents"].items():
+                self.stdout.write(f"  {name:<14} {info['key']}")
+        self.stdout.write("Press Ctrl-C to stop.\n")
+
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping:
+                for name, child in children.items():
+                    if child.poll() is not None:
+                        self.stderr.write(f"{name} exited with code {child.returncode}; stopping fedmem")
+                        stopping = True
+                time.sleep(0.5)
+        finally:
+            for child in children.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            for child in children.values():
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+            if settings.EMBEDDED_DATABASE:
+                # Children that died by signal left their handle behind; drop them so
+                # this process, exiting last, stops the embedded PostgreSQL.
+                prune_dead_handles(settings.DATA_DIR / "pgdata")
+            self.stdout.write("fedmem stopped.")

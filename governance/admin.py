@@ -1,0 +1,52 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from guardian.admin import GuardedModelAdmin
+
+from governance.models import Agent, ApiKey, Job, Membership, Tenant, User
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+
+
+@admin.register(User)
+class FedmemUserAdmin(UserAdmin):
+    inlines = [MembershipInline]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "created_at"]
+    search_fields = ["name", "slug"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+
+
+@admin.register(Agent)
+class AgentAdmin(GuardedModelAdmin):
+    list_display = ["name", "tenant", "is_active", "created_at"]
+    list_filter = ["tenant", "is_active"]
+    search_fields = ["name"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are created through the console or API (the secret is shown once there)."""
+
+    list_display = ["name", "prefix", "tenant", "agent", "user", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["tenant"]
+    readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["kind", "tenant", "status", "progress", "total", "created_at", "finished_at"]
+    list_filter = ["status", "kind"]

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from governance.models import Agent, ApiKey, Job, Tenant
+from governance.models.agents import AgentPermission
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = ["id", "slug", "name"]
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    tenant = TenantSerializer(read_only=True)
+
+    class Meta:
+        model = Agent
+        fields = ["id", "tenant", "name", "description", "is_active", "created_at"]
+        read_only_fields = ["id", "tenant", "created_at"]
+
+
+class AgentCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class AgentUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    is_active = serializers.BooleanField(required=False)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    display_prefix = serializers.SerializerMethodField()
+    owner = serializers.SerializerMethodField()
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "name", "display_prefix", "owner", "is_active", "created_at", "last_used_at", "revoked_at"]
+
+    def get_display_prefix(self, key: ApiKey) -> str:
+        return f"fm_{key.prefix}"
+
+    def get_owner(self, key: ApiKey) -> dict[str, Any]:
+        if key.agent_id:
+            return {"type": "agent", "id": str(key.agent_id)}
+        return {"type": "user", "id": str(key.user_id)}
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    secret = serializers.CharField(read_only=True, help_text="Shown once; store it now.")
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "secret"]
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+class GrantSerializer(serializers.Serializer):
+    user_id = serializers.IntegerField()
+    username = serializers.CharField(read_only=True)
+    permissions = serializers.ListField(
+        child=serializers.ChoiceField(choices=AgentPermission.choices), allow_empty=True, max_length=3
+    )
+
+
+class JobSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Job
+        fields = [
+            "id", "kind", "status", "progress", "total", "message", "error", "result",
+            "worker", "attempts", "created_at", "started_at", "finished_at",
+        ]
+
+
+class PrincipalSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["user", "agent"])
+    id = serializers.CharField()
+    name = serializers.CharField()
+
+
+class MeSerializer(serializers.Serializer):
+    principal = PrincipalSerializer()
+    tenant = TenantSerializer(allow_null=True)
+    roles = serializers.ListField(child=serializers.CharField())
+    tenants = TenantSerializer(many=True)

@@ -1,0 +1,36 @@
+"""Navigation for the console: what the user's roles in the active tenant offer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from governance.permissions import roles_in
+
+# (label, url name or None while the area is not built yet, roles that see it; empty = everyone)
+NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
+    ("Dashboard", "console:dashboard", frozenset()),
+    ("Memories", None, frozenset()),
+    ("Graph", None, frozenset()),
+    ("Candidates", None, frozenset()),
+    ("Holds & erasure", None, frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"})),
+    ("Engines", None, frozenset({"platform_admin", "tenant_admin"})),
+    ("Policies", None, frozenset({"platform_admin", "tenant_admin", "developer"})),
+    ("Audit", None, frozenset({"auditor", "security_officer", "tenant_admin", "platform_admin"})),
+    ("Agents & keys", "console:agents", frozenset()),
+]
+
+
+def console(request: HttpRequest) -> dict[str, Any]:
+    user = getattr(request, "user", None)
+    tenant = getattr(request, "tenant", None)
+    if user is None or not user.is_authenticated or tenant is None:
+        return {"nav": [], "roles": set()}
+    roles = roles_in(user, tenant)
+    nav = [
+        {"label": label, "url_name": url_name}
+        for label, url_name, allowed in NAVIGATION
+        if not allowed or roles & allowed
+    ]
+    return {"nav": nav, "roles": roles}

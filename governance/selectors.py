@@ -1,0 +1,62 @@
+"""Reads. Every agent lookup goes through ``Agent.objects.restrict``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from core.errors import NotFound
+from governance.models import Agent, ApiKey, Job, Membership, Tenant
+from governance.models.agents import AgentPermission
+
+
+def tenants_for_user(user: Any) -> QuerySet[Tenant]:
+    return Tenant.objects.filter(memberships__user=user).distinct().order_by("name")
+
+
+def agents_for(principal: Any, permission: str = AgentPermission.VIEWER, *, tenant: Tenant | None = None) -> QuerySet[Agent]:
+    qs = Agent.objects.restrict(principal, permission).select_related("tenant")
+    if tenant is not None:
+        qs = qs.filter(tenant=tenant)
+    return qs
+
+
+def as_uuid(value: Any) -> uuid.UUID | None:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def access_agent(principal: Any, agent_id: Any, permission: str = AgentPermission.VIEWER) -> Agent:
+    """Fetch one agent the principal may act on; anything else (foreign, unknown,
+    malformed id, missing permission) is the same 404, so ids are not probeable."""
+    pk = as_uuid(agent_id)
+    agent = agents_for(principal, permission).filter(pk=pk).first() if pk else None
+    if agent is None:
+        raise NotFound("Agent not found.", code="agent_not_found")
+    return agent
+
+
+def keys_for_agent(agent: Agent) -> QuerySet[ApiKey]:
+    return agent.api_keys.select_related("created_by").order_by("-created_at")
+
+
+def keys_for_user(user: Any, tenant: Tenant) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(user=user, tenant=tenant).order_by("-created_at")
+
+
+def memberships_for(tenant: Tenant) -> QuerySet[Membership]:
+    return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username", "role")
+
+
+def access_job(user: Any, job_id: Any) -> Job:
+    """A job of any tenant the user belongs to; anything else is a 404."""
+    pk = as_uuid(job_id)
+    tenants = Membership.objects.filter(user=user).values("tenant_id")
+    job = Job.objects.filter(pk=pk, tenant_id__in=tenants).first() if pk else None
+    if job is None:
+        raise NotFound("Job not found.", code="job_not_found")
+    return job

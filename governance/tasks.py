@@ -1,0 +1,19 @@
+"""Celery entry points for governance work; each calls a service and returns."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import connection
+
+from governance.services.jobs import job_finish, job_mark_running
+
+
+@shared_task(name="governance.run_self_check", acks_late=True)
+def run_self_check(job_id: str) -> None:
+    job = job_mark_running(job_id)
+    if job is None:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        row = cursor.fetchone()
+    job_finish(job, result={"database": "ok", "pgvector": row[0] if row else None, "worker": job.worker})

@@ -1,0 +1,170 @@
+"""Console pages for identity: dashboard, tenant switch, agents & keys.
+
+Each page includes its fragment; an HTMX swap gets the fragment alone
+(core.htmx.render_page). Writes call the same services as the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from core.errors import ApiError
+from core.htmx import render_page
+from governance.forms import AgentForm, KeyForm
+from governance.middleware import SESSION_KEY
+from governance.models import Job, Role
+from governance.models.agents import AgentPermission
+from governance.permissions import has_role
+from governance.selectors import access_agent, access_job, agents_for, keys_for_agent, memberships_for
+from governance.services import agents as agent_services
+from governance.services import jobs as job_services
+
+ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "governance/login.html"
+    redirect_authenticated_user = True
+
+
+class LogoutView(auth_views.LogoutView):
+    pass
+
+
+def _tenant(request: HttpRequest) -> Any:
+    tenant = getattr(request, "tenant", None)
+    if tenant is None:
+        raise Http404("You are not a member of any tenant.")
+    return tenant
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    tenant = _tenant(request)
+    agents = agents_for(request.user, tenant=tenant).annotate(
+        active_keys=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True))
+    )
+    context = {
+        "agents": agents,
+        "members": memberships_for(tenant),
+        "jobs": Job.objects.filter(tenant=tenant).order_by("-created_at")[:10],
+        "can_self_check": has_role(request.user, tenant, ADMINS),
+    }
+    return render_page(request, "governance/dashboard.html", "governance/partials/jobs.html", context)
+
+
+@login_required
+@require_POST
+def switch_tenant(request: HttpRequest) -> HttpResponse:
+    wanted = request.POST.get("tenant_id", "")
+    if any(str(t.pk) == wanted for t in request.tenants):  # type: ignore[attr-defined]
+        request.session[SESSION_KEY] = wanted
+    return redirect("console:dashboard")
+
+
+@login_required
+@require_POST
+def self_check(request: HttpRequest) -> HttpResponse:
+    tenant = _tenant(request)
+    if not has_role(request.user, tenant, ADMINS):
+        return HttpResponse(status=403)
+    job_services.self_check_start(tenant=tenant, requested_by=request.user)
+    jobs = Job.objects.filter(tenant=tenant).order_by("-created_at")[:10]
+    return render_page(request, "governance/dashboard.html", "governance/partials/jobs.html",
+                       {"jobs": jobs, "can_self_check": True})
+
+
+@login_required
+def job_row(request: HttpRequest, job_id: str) -> HttpResponse:
+    try:
+        job = access_job(request.user, job_id)
+    except ApiError as exc:
+        raise Http404 from exc
+    return render_page(request, "governance/partials/job_row.html", "governance/partials/job_row.html", {"job": job})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agents(request: HttpRequest) -> HttpResponse:
+    tenant = _tenant(request)
+    can_create = has_role(request.user, tenant, (*ADMINS, Role.DEVELOPER))
+    form = AgentForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if not can_create:
+            return HttpResponse(status=403)
+        if form.is_valid():
+            try:
+                agent_services.agent_create(tenant=tenant, created_by=request.user, **form.cleaned_data)
+                form = AgentForm()
+            except ApiError as exc:
+                form.add_error("name", exc.message)
+                status = 400
+        else:
+            status = 400
+    context = {
+        "agents": agents_for(request.user, tenant=tenant).annotate(
+            active_keys=Count("api_keys", filter=Q(api_keys__revoked_at__isnull=True))
+        ),
+        "form": form,
+        "can_create": can_create,
+    }
+    return render_page(request, "governance/agents.html", "governance/partials/agent_list.html", context, status=status)
+
+
+def _agent_or_404(request: HttpRequest, agent_id: str, permission: str) -> Any:
+    try:
+        return access_agent(request.user, agent_id, permission)
+    except ApiError as exc:
+        raise Http404 from exc
+
+
+@login_required
+def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
+    agent = _agent_or_404(request, agent_id, AgentPermission.VIEWER)
+    can_edit = agents_for(request.user, AgentPermission.EDITOR).filter(pk=agent.pk).exists()
+    context = {"agent": agent, "can_edit": can_edit, "keys": keys_for_agent(agent) if can_edit else [],
+               "form": KeyForm()}
+    return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context)
+
+
+@login_required
+@require_POST
+def agent_key_create(request: HttpRequest, agent_id: str) -> HttpResponse:
+    agent = _agent_or_404(request, agent_id, AgentPermission.EDITOR)
+    form = KeyForm(request.POST)
+    context: dict[str, Any] = {"agent": agent, "can_edit": True, "form": form}
+    status = 200
+    if form.is_valid():
+        try:
+            key, secret = agent_services.api_key_create(
+                tenant=agent.tenant, agent=agent, name=form.cleaned_data["name"], created_by=request.user
+            )
+            context.update(new_key=key, secret=secret, form=KeyForm())
+        except ApiError as exc:
+            form.add_error("name", exc.message)
+            status = 400
+    else:
+        status = 400
+    context["keys"] = keys_for_agent(agent)
+    return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context,
+                       status=status)
+
+
+@login_required
+@require_POST
+def agent_key_revoke(request: HttpRequest, agent_id: str, key_id: str) -> HttpResponse:
+    agent = _agent_or_404(request, agent_id, AgentPermission.EDITOR)
+    key = keys_for_agent(agent).filter(pk=key_id).first()
+    if key is None:
+        raise Http404
+    agent_services.api_key_revoke(key=key)
+    context = {"agent": agent, "can_edit": True, "keys": keys_for_agent(agent), "form": KeyForm()}
+    return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context)
