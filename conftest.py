@@ -81,3 +81,65 @@ def assert_error(response, status: int, code: str | None = None) -> dict:
     if code is not None:
         assert body["error"]["code"] == code
     return body["error"]
+
+
+@pytest.fixture(scope="session")
+def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Start real Celery worker processes against the test database.
+
+    Each worker is its own OS process (prefork pool), consuming from the broker
+    named in its environment; nothing runs eagerly in the test process.
+    """
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from django.db import connection
+
+    started: list[subprocess.Popen] = []
+
+    def start(**extra_env: str) -> subprocess.Popen:
+        env = os.environ.copy()
+        env.update(
+            DJANGO_SETTINGS_MODULE="fedmem_site.settings.test",
+            FEDMEM_DB_NAME=connection.settings_dict["NAME"],
+            **extra_env,
+        )
+        log = tmp_path_factory.mktemp("worker") / "worker.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "fedmem_site", "worker", "--pool", "prefork",
+             "--concurrency", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"],
+            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        )
+        proc.log_path = log  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 120
+        while "ready." not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.terminate()
+    for proc in started:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def redis_url() -> str | None:
+    """The machine's Redis for production-path tests (.ci/run starts it when absent)."""
+    import os
+    import socket
+
+    url = os.environ.get("FEDMEM_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+    host, port = "127.0.0.1", 6379
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return url
+    except OSError:
+        return None
