@@ -108,9 +108,25 @@ def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
         )
         log = tmp_path_factory.mktemp("worker") / "worker.log"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "fedmem_site", "worker", "--pool", "prefork",
-             "--concurrency", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"],
-            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "fedmem_site",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
         )
         proc.log_path = log  # type: ignore[attr-defined]
         deadline = time.monotonic() + 120

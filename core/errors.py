@@ -27,8 +27,9 @@ class ApiError(Exception):
     code = "bad_request"
     message = "The request cannot be served."
 
-    def __init__(self, message: str | None = None, *, details: dict[str, Any] | None = None,
-                 code: str | None = None) -> None:
+    def __init__(
+        self, message: str | None = None, *, details: dict[str, Any] | None = None, code: str | None = None
+    ) -> None:
         self.message = message or self.message
         self.details = details or {}
         if code:
@@ -141,9 +142,13 @@ def json_or_html(code: str, message: str, status_code: int, template: str):  # t
 
 
 handler400 = json_or_html("bad_request", "Bad request.", 400, "errors/error.html")
-handler403 = json_or_html("permission_denied", "You do not have permission to perform this action.", 403, "errors/error.html")
+handler403 = json_or_html(
+    "permission_denied", "You do not have permission to perform this action.", 403, "errors/error.html"
+)
 handler404 = json_or_html("not_found", "Not found.", 404, "errors/error.html")
 
 
 def handler500(request: HttpRequest):  # type: ignore[no-untyped-def]
-    return json_or_html("server_error", "The server failed to handle this request.", 500, "errors/error.html")(request)
+    return json_or_html(
+        "server_error", "The server failed to handle this request.", 500, "errors/error.html"
+    )(request)

@@ -40,4 +40,6 @@ def ready(request: HttpRequest) -> JsonResponse:
         except Exception as exc:  # a readiness probe reports, it never raises
             checks[name] = f"unavailable: {exc.__class__.__name__}"
     ok = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ready" if ok else "not_ready", "checks": checks}, status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ready" if ok else "not_ready", "checks": checks}, status=200 if ok else 503
+    )

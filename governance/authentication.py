@@ -26,7 +26,7 @@ def split_key(raw: str) -> str | None:
     """Return the public prefix of a well-formed key, or None."""
     if not raw.startswith(KEY_PREFIX):
         return None
-    prefix, sep, secret = raw[len(KEY_PREFIX):].partition("_")
+    prefix, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
     if not sep or len(prefix) != 12 or len(secret) < 20:
         return None
     return prefix

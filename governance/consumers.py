@@ -18,8 +18,13 @@ def job_group(job_id: Any) -> str:
 
 def job_payload(job: Job) -> dict[str, Any]:
     return {
-        "id": str(job.pk), "kind": job.kind, "status": job.status, "progress": job.progress,
-        "total": job.total, "message": job.message, "error": job.error,
+        "id": str(job.pk),
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "total": job.total,
+        "message": job.message,
+        "error": job.error,
     }
 
 

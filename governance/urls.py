@@ -14,5 +14,7 @@ urlpatterns = [
     path("agents/", views.agents, name="agents"),
     path("agents/<uuid:agent_id>/", views.agent_detail, name="agent-detail"),
     path("agents/<uuid:agent_id>/keys/", views.agent_key_create, name="agent-key-create"),
-    path("agents/<uuid:agent_id>/keys/<uuid:key_id>/revoke/", views.agent_key_revoke, name="agent-key-revoke"),
+    path(
+        "agents/<uuid:agent_id>/keys/<uuid:key_id>/revoke/", views.agent_key_revoke, name="agent-key-revoke"
+    ),
 ]

@@ -77,8 +77,12 @@ def self_check(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=403)
     job_services.self_check_start(tenant=tenant, requested_by=request.user)
     jobs = Job.objects.filter(tenant=tenant).order_by("-created_at")[:10]
-    return render_page(request, "governance/dashboard.html", "governance/partials/jobs.html",
-                       {"jobs": jobs, "can_self_check": True})
+    return render_page(
+        request,
+        "governance/dashboard.html",
+        "governance/partials/jobs.html",
+        {"jobs": jobs, "can_self_check": True},
+    )
 
 
 @login_required
@@ -87,7 +91,9 @@ def job_row(request: HttpRequest, job_id: str) -> HttpResponse:
         job = access_job(request.user, job_id)
     except ApiError as exc:
         raise Http404 from exc
-    return render_page(request, "governance/partials/job_row.html", "governance/partials/job_row.html", {"job": job})
+    return render_page(
+        request, "governance/partials/job_row.html", "governance/partials/job_row.html", {"job": job}
+    )
 
 
 @login_required
@@ -116,7 +122,9 @@ def agents(request: HttpRequest) -> HttpResponse:
         "form": form,
         "can_create": can_create,
     }
-    return render_page(request, "governance/agents.html", "governance/partials/agent_list.html", context, status=status)
+    return render_page(
+        request, "governance/agents.html", "governance/partials/agent_list.html", context, status=status
+    )
 
 
 def _agent_or_404(request: HttpRequest, agent_id: str, permission: str) -> Any:
@@ -130,8 +138,12 @@ def _agent_or_404(request: HttpRequest, agent_id: str, permission: str) -> Any:
 def agent_detail(request: HttpRequest, agent_id: str) -> HttpResponse:
     agent = _agent_or_404(request, agent_id, AgentPermission.VIEWER)
     can_edit = agents_for(request.user, AgentPermission.EDITOR).filter(pk=agent.pk).exists()
-    context = {"agent": agent, "can_edit": can_edit, "keys": keys_for_agent(agent) if can_edit else [],
-               "form": KeyForm()}
+    context = {
+        "agent": agent,
+        "can_edit": can_edit,
+        "keys": keys_for_agent(agent) if can_edit else [],
+        "form": KeyForm(),
+    }
     return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context)
 
 
@@ -154,8 +166,9 @@ def agent_key_create(request: HttpRequest, agent_id: str) -> HttpResponse:
     else:
         status = 400
     context["keys"] = keys_for_agent(agent)
-    return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context,
-                       status=status)
+    return render_page(
+        request, "governance/agent_detail.html", "governance/partials/key_list.html", context, status=status
+    )
 
 
 @login_required

@@ -31,9 +31,7 @@ def _secret_key() -> str:
             raise ImproperlyConfigured("FEDMEM_SECRET_KEY must be at least 50 characters in production")
         return configured
     if PRODUCTION:
-        raise ImproperlyConfigured(
-            "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set in production"
-        )
+        raise ImproperlyConfigured("FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set in production")
     # Development: a per-installation key kept in the data folder, never in git.
     path = DATA_DIR / "secret_key"
     if not path.exists():
@@ -111,9 +109,7 @@ if _database_url:
     DATABASES = {"default": parse_database_url(_database_url)}
     EMBEDDED_DATABASE = False
 else:
-    DATABASES = {
-        "default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")
-    }
+    DATABASES = {"default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")}
     EMBEDDED_DATABASE = True
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -152,7 +148,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("FEDMEM_STATIC_ROOT", str(DATA_DIR / "staticfiles")) or "").resolve()
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Outside production the files are served straight from their apps, no collectstatic.
 WHITENOISE_USE_FINDERS = not PRODUCTION
@@ -184,12 +180,6 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/v1",
-    "APPEND_COMPONENTS": {
-        "securitySchemes": {
-            "bearerKey": {"type": "http", "scheme": "bearer", "description": "fedmem API key"}
-        }
-    },
-    "SECURITY": [{"bearerKey": []}],
 }
 
 # --- Celery ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ import tempfile
 os.environ.setdefault("FEDMEM_ENV", "test")
 os.environ.setdefault("FEDMEM_BROKER_DIR", tempfile.mkdtemp(prefix="fedmem-test-broker-"))
 
-from .base import *  # noqa: E402,F403
+from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405

@@ -41,7 +41,16 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ["id", "name", "display_prefix", "owner", "is_active", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "display_prefix",
+            "owner",
+            "is_active",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
 
     def get_display_prefix(self, key: ApiKey) -> str:
         return f"fm_{key.prefix}"
@@ -75,8 +84,19 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "kind", "status", "progress", "total", "message", "error", "result",
-            "worker", "attempts", "created_at", "started_at", "finished_at",
+            "id",
+            "kind",
+            "status",
+            "progress",
+            "total",
+            "message",
+            "error",
+            "result",
+            "worker",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
         ]
 
 

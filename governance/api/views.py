@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from guardian.shortcuts import get_perms, get_users_with_perms
-from rest_framework import generics, status
+from rest_framework import status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,17 +61,16 @@ class MeView(APIView):
         return Response(s.MeSerializer(data).data)
 
 
-class AgentListView(generics.GenericAPIView):
-    serializer_class = s.AgentSerializer
-    pagination_class = None
-
+class AgentListView(APIView):
     @extend_schema(responses=s.AgentSerializer(many=True), summary="Agents the caller may view")
     def get(self, request: Request) -> Response:
         tenant = _tenant_or_403(request)
         agents = agents_for(request.user, AgentPermission.VIEWER, tenant=tenant).order_by("name")
         return Response(s.AgentSerializer(agents, many=True).data)
 
-    @extend_schema(request=s.AgentCreateSerializer, responses={201: s.AgentSerializer}, summary="Create an agent")
+    @extend_schema(
+        request=s.AgentCreateSerializer, responses={201: s.AgentSerializer}, summary="Create an agent"
+    )
     def post(self, request: Request) -> Response:
         tenant = _tenant_or_403(request)
         if is_agent(request.user) or not has_role(request.user, tenant, AGENT_CREATORS):
@@ -87,7 +86,11 @@ class AgentDetailView(APIView):
     def get(self, request: Request, agent_id: str) -> Response:
         return Response(s.AgentSerializer(access_agent(request.user, agent_id)).data)
 
-    @extend_schema(request=s.AgentUpdateSerializer, responses=s.AgentSerializer, summary="Rename, describe, enable or disable an agent")
+    @extend_schema(
+        request=s.AgentUpdateSerializer,
+        responses=s.AgentSerializer,
+        summary="Rename, describe, enable or disable an agent",
+    )
     def patch(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         body = s.AgentUpdateSerializer(data=request.data)
@@ -104,8 +107,11 @@ class AgentKeysView(APIView):
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         return Response(s.ApiKeySerializer(keys_for_agent(agent), many=True).data)
 
-    @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer},
-                   summary="Create an agent key; the secret is in this answer only")
+    @extend_schema(
+        request=s.ApiKeyCreateSerializer,
+        responses={201: s.ApiKeyCreatedSerializer},
+        summary="Create an agent key; the secret is in this answer only",
+    )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         body = s.ApiKeyCreateSerializer(data=request.data)
@@ -143,17 +149,24 @@ class AgentGrantsView(APIView):
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         return Response(_grants(agent))
 
-    @extend_schema(request=s.GrantSerializer, responses=s.GrantSerializer(many=True),
-                   summary="Set a member's permissions on the agent (an empty list removes them)")
+    @extend_schema(
+        request=s.GrantSerializer,
+        responses=s.GrantSerializer(many=True),
+        summary="Set a member's permissions on the agent (an empty list removes them)",
+    )
     def put(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
-        if not has_role(request.user, agent.tenant, ADMINS + (Role.DEVELOPER,)):
+        if not has_role(request.user, agent.tenant, (*ADMINS, Role.DEVELOPER)):
             raise Forbidden("Your role does not allow sharing agents.")
         body = s.GrantSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        user = User.objects.filter(pk=body.validated_data["user_id"], memberships__tenant=agent.tenant).first()
+        user = User.objects.filter(
+            pk=body.validated_data["user_id"], memberships__tenant=agent.tenant
+        ).first()
         if user is None:
-            raise InvalidInput("No such member in this tenant.", details={"fields": {"user_id": ["Unknown member."]}})
+            raise InvalidInput(
+                "No such member in this tenant.", details={"fields": {"user_id": ["Unknown member."]}}
+            )
         wanted = set(body.validated_data["permissions"])
         with transaction.atomic():
             for permission in AgentPermission:
@@ -167,8 +180,11 @@ class AgentGrantsView(APIView):
 def _grants(agent: Agent) -> list[dict[str, Any]]:
     users = get_users_with_perms(agent, with_group_users=False).order_by("username")
     return [
-        {"user_id": user.pk, "username": user.get_username(),
-         "permissions": sorted(p for p in get_perms(user, agent) if p in AgentPermission.values)}
+        {
+            "user_id": user.pk,
+            "username": user.get_username(),
+            "permissions": sorted(p for p in get_perms(user, agent) if p in AgentPermission.values),
+        }
         for user in users
     ]
 
@@ -176,13 +192,18 @@ def _grants(agent: Agent) -> list[dict[str, Any]]:
 class MyKeysView(APIView):
     permission_classes = [IsAuthenticated, IsUser]
 
-    @extend_schema(responses=s.ApiKeySerializer(many=True), summary="Your personal API keys in the active tenant")
+    @extend_schema(
+        responses=s.ApiKeySerializer(many=True), summary="Your personal API keys in the active tenant"
+    )
     def get(self, request: Request) -> Response:
         tenant = _tenant_or_403(request)
         return Response(s.ApiKeySerializer(keys_for_user(request.user, tenant), many=True).data)
 
-    @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer},
-                   summary="Create a personal key; the secret is in this answer only")
+    @extend_schema(
+        request=s.ApiKeyCreateSerializer,
+        responses={201: s.ApiKeyCreatedSerializer},
+        summary="Create a personal key; the secret is in this answer only",
+    )
     def post(self, request: Request) -> Response:
         tenant = _tenant_or_403(request)
         body = s.ApiKeyCreateSerializer(data=request.data)
@@ -206,8 +227,11 @@ class MyKeyDetailView(APIView):
 class SelfCheckView(APIView):
     permission_classes = [IsAuthenticated, IsUser, tenant_role(*ADMINS)]
 
-    @extend_schema(request=None, responses={202: s.JobSerializer},
-                   summary="Queue a round trip through the worker; poll the job for its outcome")
+    @extend_schema(
+        request=None,
+        responses={202: s.JobSerializer},
+        summary="Queue a round trip through the worker; poll the job for its outcome",
+    )
     def post(self, request: Request) -> Response:
         job = job_services.self_check_start(tenant=request.tenant, requested_by=request.user)
         return Response(s.JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)

@@ -88,7 +88,8 @@ class ApiKey(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(agent__isnull=False, user__isnull=True) | Q(agent__isnull=True, user__isnull=False),
+                condition=Q(agent__isnull=False, user__isnull=True)
+                | Q(agent__isnull=True, user__isnull=False),
                 name="apikey_exactly_one_owner",
             ),
         ]

@@ -20,12 +20,18 @@ MAX_ACTIVE_KEYS = 20
 def agent_create(*, tenant: Tenant, name: str, description: str = "", created_by: User | None) -> Agent:
     name = name.strip()
     if not name:
-        raise InvalidInput("The agent needs a name.", details={"fields": {"name": ["This field may not be blank."]}})
+        raise InvalidInput(
+            "The agent needs a name.", details={"fields": {"name": ["This field may not be blank."]}}
+        )
     try:
         with transaction.atomic():
-            agent = Agent.objects.create(tenant=tenant, name=name, description=description, created_by=created_by)
+            agent = Agent.objects.create(
+                tenant=tenant, name=name, description=description, created_by=created_by
+            )
     except IntegrityError as exc:
-        raise Conflict(f"An agent named {name!r} already exists in this tenant.", code="agent_exists") from exc
+        raise Conflict(
+            f"An agent named {name!r} already exists in this tenant.", code="agent_exists"
+        ) from exc
     if created_by is not None:
         for permission in AgentPermission:
             assign_perm(f"governance.{permission}", created_by, agent)
@@ -40,7 +46,9 @@ def agent_update(
     if name is not None:
         agent.name = name.strip()
         if not agent.name:
-            raise InvalidInput("The agent needs a name.", details={"fields": {"name": ["This field may not be blank."]}})
+            raise InvalidInput(
+                "The agent needs a name.", details={"fields": {"name": ["This field may not be blank."]}}
+            )
     if description is not None:
         agent.description = description
     if is_active is not None:
@@ -49,7 +57,9 @@ def agent_update(
         with transaction.atomic():
             agent.save()
     except IntegrityError as exc:
-        raise Conflict(f"An agent named {agent.name!r} already exists in this tenant.", code="agent_exists") from exc
+        raise Conflict(
+            f"An agent named {agent.name!r} already exists in this tenant.", code="agent_exists"
+        ) from exc
     return agent
 
 
@@ -73,7 +83,11 @@ def _new_secret() -> tuple[str, str]:
 
 @transaction.atomic
 def api_key_create(
-    *, tenant: Tenant, name: str, agent: Agent | None = None, user: User | None = None,
+    *,
+    tenant: Tenant,
+    name: str,
+    agent: Agent | None = None,
+    user: User | None = None,
     created_by: User | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret — the only time the secret exists."""
@@ -81,14 +95,25 @@ def api_key_create(
         raise ValueError("a key belongs to exactly one agent or one user")
     name = name.strip()
     if not name:
-        raise InvalidInput("The key needs a name.", details={"fields": {"name": ["This field may not be blank."]}})
-    owner_keys = ApiKey.objects.active().filter(agent=agent) if agent else ApiKey.objects.active().filter(user=user, tenant=tenant)
+        raise InvalidInput(
+            "The key needs a name.", details={"fields": {"name": ["This field may not be blank."]}}
+        )
+    owner_keys = (
+        ApiKey.objects.active().filter(agent=agent)
+        if agent
+        else ApiKey.objects.active().filter(user=user, tenant=tenant)
+    )
     if owner_keys.count() >= MAX_ACTIVE_KEYS:
         raise Conflict(f"At most {MAX_ACTIVE_KEYS} active keys; revoke one first.", code="too_many_keys")
     prefix, secret = _new_secret()
     key = ApiKey.objects.create(
-        tenant=tenant, agent=agent, user=user, name=name, prefix=prefix,
-        key_hash=hash_key(secret), created_by=created_by,
+        tenant=tenant,
+        agent=agent,
+        user=user,
+        name=name,
+        prefix=prefix,
+        key_hash=hash_key(secret),
+        created_by=created_by,
     )
     return key, secret
 

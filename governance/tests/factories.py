@@ -26,7 +26,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.PostGenerationMethodCall("set_password", "pw-for-tests")
 
     @factory.post_generation
-    def save_password(obj, create, extracted, **kwargs):  # noqa: N805
+    def save_password(obj, create, extracted, **kwargs):
         if create:
             obj.save()
 

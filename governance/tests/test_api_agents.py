@@ -60,11 +60,20 @@ def test_create_agent_bad_input(world, as_user):
 
 
 def test_patch_agent(world, as_user):
-    response = as_user(world.owner).patch(f"/v1/agents/{world.agent.pk}", {"description": "new"}, format="json")
+    response = as_user(world.owner).patch(
+        f"/v1/agents/{world.agent.pk}", {"description": "new"}, format="json"
+    )
     assert response.status_code == 200 and response.json()["description"] == "new"
-    assert_error(as_user(world.owner).patch(f"/v1/agents/{world.agent.pk}", {"name": "ops-agent"}, format="json"), 409)
-    assert_error(as_user(world.auditor).patch(f"/v1/agents/{world.agent.pk}", {"description": "z"}, format="json"), 404)
-    assert_error(as_user(world.outsider).patch(f"/v1/agents/{world.agent.pk}", {"description": "z"}, format="json"), 404)
+    assert_error(
+        as_user(world.owner).patch(f"/v1/agents/{world.agent.pk}", {"name": "ops-agent"}, format="json"), 409
+    )
+    assert_error(
+        as_user(world.auditor).patch(f"/v1/agents/{world.agent.pk}", {"description": "z"}, format="json"), 404
+    )
+    assert_error(
+        as_user(world.outsider).patch(f"/v1/agents/{world.agent.pk}", {"description": "z"}, format="json"),
+        404,
+    )
     world.agent.refresh_from_db()
     assert world.agent.description == "new"
 
@@ -100,7 +109,9 @@ def test_key_bad_input_and_unknown_key(world, as_user):
     client = as_user(world.owner)
     assert_error(client.post(f"/v1/agents/{world.agent.pk}/keys", {"name": ""}, format="json"), 400)
     assert_error(client.delete(f"/v1/agents/{world.agent.pk}/keys/not-a-uuid"), 404, "api_key_not_found")
-    other_key = ApiKey.objects.create(tenant=world.tenant, agent=world.sibling, name="x", prefix="q" * 12, key_hash="h")
+    other_key = ApiKey.objects.create(
+        tenant=world.tenant, agent=world.sibling, name="x", prefix="q" * 12, key_hash="h"
+    )
     # A key of another agent cannot be revoked through this agent's URL.
     assert_error(client.delete(f"/v1/agents/{world.agent.pk}/keys/{other_key.pk}"), 404)
     other_key.refresh_from_db()
@@ -110,7 +121,9 @@ def test_key_bad_input_and_unknown_key(world, as_user):
 def test_grants(world, as_user):
     url = f"/v1/agents/{world.agent.pk}/grants"
     client = as_user(world.owner)
-    response = client.put(url, {"user_id": world.teammate.pk, "permissions": ["viewer", "can_invoke"]}, format="json")
+    response = client.put(
+        url, {"user_id": world.teammate.pk, "permissions": ["viewer", "can_invoke"]}, format="json"
+    )
     assert response.status_code == 200
     by_user = {g["username"]: g["permissions"] for g in response.json()}
     assert by_user["teammate"] == ["can_invoke", "viewer"]
@@ -122,9 +135,16 @@ def test_grants(world, as_user):
 def test_grants_bad_input_and_outsiders(world, as_user):
     url = f"/v1/agents/{world.agent.pk}/grants"
     client = as_user(world.owner)
-    assert_error(client.put(url, {"user_id": world.outsider.pk, "permissions": ["viewer"]}, format="json"), 400)
+    assert_error(
+        client.put(url, {"user_id": world.outsider.pk, "permissions": ["viewer"]}, format="json"), 400
+    )
     assert_error(client.put(url, {"user_id": world.teammate.pk, "permissions": ["root"]}, format="json"), 400)
-    assert_error(as_user(world.teammate).put(url, {"user_id": world.teammate.pk, "permissions": ["editor"]}, format="json"), 404)
+    assert_error(
+        as_user(world.teammate).put(
+            url, {"user_id": world.teammate.pk, "permissions": ["editor"]}, format="json"
+        ),
+        404,
+    )
 
 
 def test_personal_keys(world, as_user):

@@ -28,7 +28,7 @@ def test_malformed_keys_are_401(world):
 
 
 def test_right_prefix_wrong_secret_is_401(world, as_agent):
-    key, secret = api_key_create(tenant=world.tenant, agent=world.agent, name="k")
+    _, secret = api_key_create(tenant=world.tenant, agent=world.agent, name="k")
     forged = secret[:-4] + ("AAAA" if not secret.endswith("AAAA") else "BBBB")
     assert_error(bearer(forged).get("/v1/me"), 401, "authentication_failed")
 

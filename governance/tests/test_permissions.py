@@ -10,7 +10,7 @@ from governance.permissions import AgentPrincipal
 from governance.services.agents import agent_grant, agent_revoke
 from governance.tests import factories as f
 
-V, E, I = AgentPermission.VIEWER, AgentPermission.EDITOR, AgentPermission.CAN_INVOKE
+V, E, INVOKE = AgentPermission.VIEWER, AgentPermission.EDITOR, AgentPermission.CAN_INVOKE
 
 
 def visible(principal, permission=V):
@@ -18,7 +18,7 @@ def visible(principal, permission=V):
 
 
 def test_owner_sees_own_agent_with_every_permission(world):
-    for permission in (V, E, I):
+    for permission in (V, E, INVOKE):
         assert visible(world.owner, permission) == {"support-bot"}
 
 
@@ -29,19 +29,19 @@ def test_teammate_without_grant_sees_nothing(world):
 def test_grant_then_revoke(world):
     agent_grant(agent=world.agent, user=world.teammate, permission=V)
     assert visible(world.teammate, V) == {"support-bot"}
-    assert visible(world.teammate, I) == set()  # viewer does not imply invoke
+    assert visible(world.teammate, INVOKE) == set()  # viewer does not imply invoke
     agent_revoke(agent=world.agent, user=world.teammate, permission=V)
     assert visible(world.teammate, V) == set()
 
 
 def test_invoke_implies_view_but_not_edit(world):
-    agent_grant(agent=world.agent, user=world.teammate, permission=I)
+    agent_grant(agent=world.agent, user=world.teammate, permission=INVOKE)
     assert visible(world.teammate, V) == {"support-bot"}
     assert visible(world.teammate, E) == set()
 
 
 def test_tenant_admin_sees_every_agent_of_own_tenant_only(world):
-    for permission in (V, E, I):
+    for permission in (V, E, INVOKE):
         assert visible(world.admin, permission) == {"support-bot", "ops-agent"}
 
 
@@ -49,7 +49,7 @@ def test_compliance_roles_read_but_do_not_edit_or_invoke(world):
     for user in (world.officer, world.auditor):
         assert visible(user, V) == {"support-bot", "ops-agent"}
         assert visible(user, E) == set()
-        assert visible(user, I) == set()
+        assert visible(user, INVOKE) == set()
 
 
 def test_outsider_never_sees_another_tenants_agents(world):
@@ -87,10 +87,12 @@ def test_leaving_the_tenant_hides_granted_agents(world):
 
 
 def test_agent_principal_sees_itself_for_read_and_invoke_only(world):
-    key = ApiKey.objects.create(tenant=world.tenant, agent=world.agent, name="k", prefix="p" * 12, key_hash="h")
+    key = ApiKey.objects.create(
+        tenant=world.tenant, agent=world.agent, name="k", prefix="p" * 12, key_hash="h"
+    )
     principal = AgentPrincipal(world.agent, key)
     assert visible(principal, V) == {"support-bot"}
-    assert visible(principal, I) == {"support-bot"}
+    assert visible(principal, INVOKE) == {"support-bot"}
     assert visible(principal, E) == set()
 
 

@@ -27,9 +27,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=env_str("FEDMEM_HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=env_int("FEDMEM_PORT", 8000, minimum=1, maximum=65535))
+        parser.add_argument(
+            "--port", type=int, default=env_int("FEDMEM_PORT", 8000, minimum=1, maximum=65535)
+        )
         parser.add_argument("--no-demo", action="store_true", help="do not create the demo tenant")
-        parser.add_argument("--concurrency", type=int, default=env_int("FEDMEM_WORKER_CONCURRENCY", 2, minimum=1))
+        parser.add_argument(
+            "--concurrency", type=int, default=env_int("FEDMEM_WORKER_CONCURRENCY", 2, minimum=1)
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -38,13 +42,34 @@ class Command(BaseCommand):
         beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
         children = {
             "worker": subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter
-                [python, "-m", "celery", "-A", "fedmem_site", "worker", "--loglevel", "INFO",
-                 "--concurrency", str(options["concurrency"]), "--beat", "--schedule", beat_schedule],
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "fedmem_site",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    str(options["concurrency"]),
+                    "--beat",
+                    "--schedule",
+                    beat_schedule,
+                ],
                 env=os.environ.copy(),
             ),
             "web": subprocess.Popen(  # noqa: S603
-                [python, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]),
-                 "fedmem_site.asgi:application"],
+                [
+                    python,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    options["host"],
+                    "-p",
+                    str(options["port"]),
+                    "fedmem_site.asgi:application",
+                ],
                 env=os.environ.copy(),
             ),
         }

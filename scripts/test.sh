@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every check CI runs, in order: services, lint, migrations, Django checks, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Redis serves the production-path tests (Celery broker, Channels layer).
+if command -v redis-server >/dev/null 2>&1 && ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+  mkdir -p var/redis
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir "$PWD/var/redis" --logfile "$PWD/var/redis/redis.log"
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.1; done
+fi
+
+echo "== ruff"
+ruff check .
+ruff format --check .
+echo "== migrations"
+DJANGO_SETTINGS_MODULE=fedmem_site.settings.test python manage.py makemigrations --check --dry-run
+echo "== django checks"
+DJANGO_SETTINGS_MODULE=fedmem_site.settings.test python manage.py check --fail-level WARNING
+echo "== tests"
+python -m pytest "$@"
