@@ -20,7 +20,9 @@ def variables_read_by_code() -> set[str]:
 
 
 def test_every_environment_variable_is_documented():
-    documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", (ROOT / "docs/configuration.md").read_text(), re.M))
+    documented = set(
+        re.findall(r"^\| `([A-Z][A-Z0-9_]+)`", (ROOT / "docs/configuration.md").read_text(), re.M)
+    )
     missing = variables_read_by_code() - documented
     assert not missing, f"undocumented in docs/configuration.md: {sorted(missing)}"
 
@@ -30,5 +32,9 @@ def test_ci_runs_exactly_the_readme_test_command():
     quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"^(make \w+)$", quickstart, re.M)
     assert commands == ["make run", "make test"]
-    ci = [line for line in (ROOT / ".ci/run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
+    ci = [
+        line
+        for line in (ROOT / ".ci/run").read_text().splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
     assert ci == ["make test"]
