@@ -1,0 +1,53 @@
+"""Bad or missing configuration stops fedmem at start-up with a message naming the variable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(**env: str) -> subprocess.CompletedProcess:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
+    full = {**inherited, "DJANGO_SETTINGS_MODULE": "fedmem_site.settings.base", **env}
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"FEDMEM_ENV": "staging"}, "FEDMEM_ENV='staging' must be one of"),
+        ({"FEDMEM_DEBUG": "perhaps"}, "FEDMEM_DEBUG='perhaps' is not a boolean"),
+        ({"FEDMEM_DB_CONN_MAX_AGE": "-1"}, "FEDMEM_DB_CONN_MAX_AGE=-1 is below the minimum"),
+        ({"FEDMEM_ENV": "production"}, "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set"),
+        ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60}, "FEDMEM_ALLOWED_HOSTS must list"),
+        ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "short"}, "at least 50 characters"),
+        ({"DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL must be a postgres"),
+    ],
+)
+def test_bad_configuration_fails_loudly(env, message):
+    result = start(**env)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_production_settings_load_with_what_they_require():
+    result = start(
+        FEDMEM_ENV="production",
+        FEDMEM_SECRET_KEY="k" * 64,
+        FEDMEM_ALLOWED_HOSTS="fedmem.example",
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",  # never connected to by setup()
+    )
+    assert result.returncode == 0, result.stderr
