@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from guardian.admin import GuardedModelAdmin
 
-from governance.models import Agent, ApiKey, Job, Membership, Tenant, User
+from governance.models import Agent, ApiKey, AuditChainHead, AuditEvent, Job, Membership, Tenant, User
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,3 +50,28 @@ class ApiKeyAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ["kind", "tenant", "status", "progress", "total", "created_at", "finished_at"]
     list_filter = ["status", "kind"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """The audit trail is append-only: the admin can read it, never edit it."""
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["seq", "chain", "action", "actor_label", "target_type", "target_id", "created_at"]
+    list_filter = ["action", "actor_type"]
+    search_fields = ["action", "actor_label", "target_id"]
+
+
+@admin.register(AuditChainHead)
+class AuditChainHeadAdmin(ReadOnlyAdmin):
+    list_display = ["chain", "seq", "hash"]

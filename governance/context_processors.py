@@ -17,7 +17,7 @@ NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
     ("Holds & erasure", None, frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"})),
     ("Engines", None, frozenset({"platform_admin", "tenant_admin"})),
     ("Policies", None, frozenset({"platform_admin", "tenant_admin", "developer"})),
-    ("Audit", None, frozenset({"auditor", "security_officer", "tenant_admin", "platform_admin"})),
+    ("Audit", "console:audit", frozenset({"auditor"})),
     ("Agents & keys", "console:agents", frozenset()),
 ]
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import NotFound
-from governance.models import Agent, ApiKey, Job, Membership, Tenant
+from governance.models import Agent, ApiKey, AuditEvent, Job, Membership, Tenant
 from governance.models.agents import AgentPermission
 
 
@@ -62,3 +62,7 @@ def access_job(user: Any, job_id: Any) -> Job:
     if job is None:
         raise NotFound("Job not found.", code="job_not_found")
     return job
+
+
+def audit_events(tenant: Tenant) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(chain=str(tenant.pk)).order_by("-seq")

@@ -12,6 +12,7 @@ urlpatterns = [
     path("system/self-check/", views.self_check, name="self-check"),
     path("jobs/<uuid:job_id>/", views.job_row, name="job-row"),
     path("agents/", views.agents, name="agents"),
+    path("audit/", views.audit, name="audit"),
     path("agents/<uuid:agent_id>/", views.agent_detail, name="agent-detail"),
     path("agents/<uuid:agent_id>/keys/", views.agent_key_create, name="agent-key-create"),
     path(

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -17,14 +18,23 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ApiError
 from core.htmx import render_page
+from governance.filtersets import AuditEventFilterSet
 from governance.forms import AgentForm, KeyForm
 from governance.middleware import SESSION_KEY
 from governance.models import Job, Role
 from governance.models.agents import AgentPermission
 from governance.permissions import has_role
-from governance.selectors import access_agent, access_job, agents_for, keys_for_agent, memberships_for
+from governance.selectors import (
+    access_agent,
+    access_job,
+    agents_for,
+    audit_events,
+    keys_for_agent,
+    memberships_for,
+)
 from governance.services import agents as agent_services
 from governance.services import jobs as job_services
+from governance.services.audit import audit_verify
 
 ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
 
@@ -178,6 +188,25 @@ def agent_key_revoke(request: HttpRequest, agent_id: str, key_id: str) -> HttpRe
     key = keys_for_agent(agent).filter(pk=key_id).first()
     if key is None:
         raise Http404
-    agent_services.api_key_revoke(key=key)
+    agent_services.api_key_revoke(key=key, actor=request.user)
     context = {"agent": agent, "can_edit": True, "keys": keys_for_agent(agent), "form": KeyForm()}
     return render_page(request, "governance/agent_detail.html", "governance/partials/key_list.html", context)
+
+
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    tenant = _tenant(request)
+    if not has_role(request.user, tenant, (Role.AUDITOR,)):
+        raise Http404
+    filterset = AuditEventFilterSet(request.GET, queryset=audit_events(tenant))
+    events = filterset.qs if filterset.is_valid() else audit_events(tenant).none()
+    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "filterset": filterset,
+        "page": page,
+        "verification": audit_verify(chain=str(tenant.pk)),
+        "query": query.urlencode(),
+    }
+    return render_page(request, "governance/audit.html", "governance/partials/audit_list.html", context)

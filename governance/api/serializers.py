@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.models import Agent, ApiKey, Job, Tenant
+from governance.models import Agent, ApiKey, AuditEvent, Job, Tenant
 from governance.models.agents import AgentPermission
 
 
@@ -111,3 +111,26 @@ class MeSerializer(serializers.Serializer):
     tenant = TenantSerializer(allow_null=True)
     roles = serializers.ListField(child=serializers.CharField())
     tenants = TenantSerializer(many=True)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SerializerMethodField()
+    target = serializers.SerializerMethodField()
+
+    class Meta:
+        model = AuditEvent
+        fields = ["seq", "action", "actor", "target", "data", "created_at", "prev_hash", "hash"]
+
+    def get_actor(self, event: AuditEvent) -> dict[str, str]:
+        return {"type": event.actor_type, "id": event.actor_id, "label": event.actor_label}
+
+    def get_target(self, event: AuditEvent) -> dict[str, str]:
+        return {"type": event.target_type, "id": event.target_id}
+
+
+class AuditVerificationSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    chain = serializers.CharField()
+    checked = serializers.IntegerField()
+    broken_at = serializers.IntegerField(allow_null=True, help_text="sequence number of the first bad event")
+    reason = serializers.CharField(allow_blank=True)

@@ -14,5 +14,7 @@ urlpatterns = [
     ),
     path("agents/<str:agent_id>/grants", views.AgentGrantsView.as_view(), name="agent-grants"),
     path("system/self-check", views.SelfCheckView.as_view(), name="self-check"),
+    path("audit/events", views.AuditEventListView.as_view(), name="audit-events"),
+    path("audit/verify", views.AuditVerifyView.as_view(), name="audit-verify"),
     path("jobs/<str:job_id>", views.JobDetailView.as_view(), name="job-detail"),
 ]

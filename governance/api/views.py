@@ -7,15 +7,17 @@ from typing import Any
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from guardian.shortcuts import get_perms, get_users_with_perms
-from rest_framework import status
+from rest_framework import generics, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import Forbidden, InvalidInput, NotFound
+from core.pagination import CursorPagination
 from governance.api import serializers as s
-from governance.models import Agent, ApiKey, Role, User
+from governance.filtersets import AuditEventFilterSet
+from governance.models import Agent, ApiKey, AuditEvent, Role, User
 from governance.models.agents import AgentPermission
 from governance.permissions import IsUser, has_role, is_agent, roles_in, tenant_role
 from governance.selectors import (
@@ -23,12 +25,14 @@ from governance.selectors import (
     access_job,
     agents_for,
     as_uuid,
+    audit_events,
     keys_for_agent,
     keys_for_user,
     tenants_for_user,
 )
 from governance.services import agents as agent_services
 from governance.services import jobs as job_services
+from governance.services.audit import audit_verify
 
 AGENT_CREATORS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN, Role.DEVELOPER)
 ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
@@ -95,7 +99,7 @@ class AgentDetailView(APIView):
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         body = s.AgentUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        agent = agent_services.agent_update(agent=agent, **body.validated_data)
+        agent = agent_services.agent_update(agent=agent, actor=request.user, **body.validated_data)
         return Response(s.AgentSerializer(agent).data)
 
 
@@ -130,7 +134,7 @@ class AgentKeyDetailView(APIView):
     def delete(self, request: Request, agent_id: str, key_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         key = _key_or_404(keys_for_agent(agent), key_id)
-        return Response(s.ApiKeySerializer(agent_services.api_key_revoke(key=key)).data)
+        return Response(s.ApiKeySerializer(agent_services.api_key_revoke(key=key, actor=request.user)).data)
 
 
 def _key_or_404(keys: Any, key_id: str) -> ApiKey:
@@ -171,9 +175,13 @@ class AgentGrantsView(APIView):
         with transaction.atomic():
             for permission in AgentPermission:
                 if permission in wanted:
-                    agent_services.agent_grant(agent=agent, user=user, permission=permission)
+                    agent_services.agent_grant(
+                        agent=agent, user=user, permission=permission, actor=request.user
+                    )
                 else:
-                    agent_services.agent_revoke(agent=agent, user=user, permission=permission)
+                    agent_services.agent_revoke(
+                        agent=agent, user=user, permission=permission, actor=request.user
+                    )
         return Response(_grants(agent))
 
 
@@ -221,7 +229,7 @@ class MyKeyDetailView(APIView):
     @extend_schema(request=None, responses=s.ApiKeySerializer, summary="Revoke one of your keys")
     def delete(self, request: Request, key_id: str) -> Response:
         key = _key_or_404(ApiKey.objects.filter(user=request.user), key_id)
-        return Response(s.ApiKeySerializer(agent_services.api_key_revoke(key=key)).data)
+        return Response(s.ApiKeySerializer(agent_services.api_key_revoke(key=key, actor=request.user)).data)
 
 
 class SelfCheckView(APIView):
@@ -243,3 +251,29 @@ class JobDetailView(APIView):
     @extend_schema(responses=s.JobSerializer, summary="Status and progress of long work")
     def get(self, request: Request, job_id: str) -> Response:
         return Response(s.JobSerializer(access_job(request.user, job_id)).data)
+
+
+class AuditPagination(CursorPagination):
+    ordering = "-seq"
+
+
+class AuditEventListView(generics.ListAPIView):
+    """The tenant's audit trail, newest first (auditors only)."""
+
+    permission_classes = [IsAuthenticated, IsUser, tenant_role(Role.AUDITOR)]
+    serializer_class = s.AuditEventSerializer
+    filterset_class = AuditEventFilterSet
+    pagination_class = AuditPagination
+    queryset = AuditEvent.objects.none()  # for the schema; get_queryset scopes to the tenant
+
+    def get_queryset(self):  # type: ignore[no-untyped-def]
+        return audit_events(self.request.tenant)
+
+
+class AuditVerifyView(APIView):
+    permission_classes = [IsAuthenticated, IsUser, tenant_role(Role.AUDITOR)]
+
+    @extend_schema(responses=s.AuditVerificationSerializer, summary="Verify the tenant's audit chain")
+    def get(self, request: Request) -> Response:
+        result = audit_verify(chain=str(request.tenant.pk))
+        return Response(s.AuditVerificationSerializer(result).data)

@@ -1,5 +1,6 @@
 from .agents import Agent, ApiKey
+from .audit import AuditChainHead, AuditEvent
 from .jobs import Job
 from .tenancy import Membership, Role, Tenant, User
 
-__all__ = ["Agent", "ApiKey", "Job", "Membership", "Role", "Tenant", "User"]
+__all__ = ["Agent", "ApiKey", "AuditChainHead", "AuditEvent", "Job", "Membership", "Role", "Tenant", "User"]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from guardian.shortcuts import assign_perm, remove_perm
+from guardian.shortcuts import assign_perm, get_user_perms, remove_perm
 
 from core.errors import Conflict, InvalidInput
 from governance.authentication import KEY_PREFIX, hash_key
 from governance.models import Agent, ApiKey, Membership, Tenant, User
 from governance.models.agents import AgentPermission
+from governance.services.audit import audit_record
 
 MAX_ACTIVE_KEYS = 20
 
@@ -35,12 +37,20 @@ def agent_create(*, tenant: Tenant, name: str, description: str = "", created_by
     if created_by is not None:
         for permission in AgentPermission:
             assign_perm(f"governance.{permission}", created_by, agent)
+    audit_record(
+        tenant=tenant, actor=created_by, action="agent.created", target=agent, data={"name": agent.name}
+    )
     return agent
 
 
 @transaction.atomic
 def agent_update(
-    *, agent: Agent, name: str | None = None, description: str | None = None, is_active: bool | None = None
+    *,
+    agent: Agent,
+    actor: Any,
+    name: str | None = None,
+    description: str | None = None,
+    is_active: bool | None = None,
 ) -> Agent:
     agent = Agent.objects.select_for_update().get(pk=agent.pk)
     if name is not None:
@@ -60,20 +70,38 @@ def agent_update(
         raise Conflict(
             f"An agent named {agent.name!r} already exists in this tenant.", code="agent_exists"
         ) from exc
+    changed = {k: v for k, v in {"name": name, "is_active": is_active}.items() if v is not None}
+    audit_record(tenant=agent.tenant, actor=actor, action="agent.updated", target=agent, data=changed)
     return agent
 
 
 @transaction.atomic
-def agent_grant(*, agent: Agent, user: User, permission: str) -> None:
+def agent_grant(*, agent: Agent, user: User, permission: str, actor: Any) -> None:
     if not Membership.objects.filter(user=user, tenant=agent.tenant).exists():
         # A grant to an outsider would be inert (the gate requires membership); refuse it loudly.
         raise InvalidInput("That user is not a member of the agent's tenant.", code="not_a_member")
-    assign_perm(f"governance.{AgentPermission(permission)}", user, agent)
+    if str(AgentPermission(permission)) not in get_user_perms(user, agent):
+        assign_perm(f"governance.{AgentPermission(permission)}", user, agent)
+        audit_record(
+            tenant=agent.tenant,
+            actor=actor,
+            action="agent.permission.granted",
+            target=agent,
+            data={"user_id": user.pk, "permission": str(permission)},
+        )
 
 
 @transaction.atomic
-def agent_revoke(*, agent: Agent, user: User, permission: str) -> None:
-    remove_perm(f"governance.{AgentPermission(permission)}", user, agent)
+def agent_revoke(*, agent: Agent, user: User, permission: str, actor: Any) -> None:
+    if str(AgentPermission(permission)) in get_user_perms(user, agent):
+        remove_perm(f"governance.{AgentPermission(permission)}", user, agent)
+        audit_record(
+            tenant=agent.tenant,
+            actor=actor,
+            action="agent.permission.revoked",
+            target=agent,
+            data={"user_id": user.pk, "permission": str(permission)},
+        )
 
 
 def _new_secret() -> tuple[str, str]:
@@ -115,14 +143,25 @@ def api_key_create(
         key_hash=hash_key(secret),
         created_by=created_by,
     )
+    owner = {"agent_id": str(agent.pk)} if agent else {"user_id": user.pk}  # type: ignore[union-attr]
+    audit_record(
+        tenant=tenant,
+        actor=created_by,
+        action="api_key.created",
+        target=key,
+        data={"prefix": key.prefix, "name": key.name, **owner},
+    )
     return key, secret
 
 
 @transaction.atomic
-def api_key_revoke(*, key: ApiKey) -> ApiKey:
+def api_key_revoke(*, key: ApiKey, actor: Any) -> ApiKey:
     # Row lock so two revocations record one time.
     key = ApiKey.objects.select_for_update().get(pk=key.pk)
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit_record(
+            tenant=key.tenant, actor=actor, action="api_key.revoked", target=key, data={"prefix": key.prefix}
+        )
     return key

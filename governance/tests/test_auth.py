@@ -36,7 +36,7 @@ def test_right_prefix_wrong_secret_is_401(world, as_agent):
 def test_revoked_key_is_401(world):
     key, secret = api_key_create(tenant=world.tenant, agent=world.agent, name="k")
     assert bearer(secret).get("/v1/me").status_code == 200
-    api_key_revoke(key=key)
+    api_key_revoke(key=key, actor=None)
     error = assert_error(bearer(secret).get("/v1/me"), 401, "authentication_failed")
     assert "revoked" in error["message"]
 

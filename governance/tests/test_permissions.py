@@ -27,15 +27,15 @@ def test_teammate_without_grant_sees_nothing(world):
 
 
 def test_grant_then_revoke(world):
-    agent_grant(agent=world.agent, user=world.teammate, permission=V)
+    agent_grant(agent=world.agent, user=world.teammate, permission=V, actor=world.owner)
     assert visible(world.teammate, V) == {"support-bot"}
     assert visible(world.teammate, INVOKE) == set()  # viewer does not imply invoke
-    agent_revoke(agent=world.agent, user=world.teammate, permission=V)
+    agent_revoke(agent=world.agent, user=world.teammate, permission=V, actor=world.owner)
     assert visible(world.teammate, V) == set()
 
 
 def test_invoke_implies_view_but_not_edit(world):
-    agent_grant(agent=world.agent, user=world.teammate, permission=INVOKE)
+    agent_grant(agent=world.agent, user=world.teammate, permission=INVOKE, actor=world.owner)
     assert visible(world.teammate, V) == {"support-bot"}
     assert visible(world.teammate, E) == set()
 
@@ -77,7 +77,7 @@ def test_grant_to_a_non_member_is_refused(world):
     from core.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
-        agent_grant(agent=world.agent, user=world.outsider, permission=V)
+        agent_grant(agent=world.agent, user=world.outsider, permission=V, actor=world.owner)
 
 
 def test_leaving_the_tenant_hides_granted_agents(world):
