@@ -237,3 +237,7 @@ LOGGING = {
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+CELERY_BEAT_SCHEDULE = {
+    "outbox-relay": {"task": "core.outbox_relay", "schedule": 30.0},
+}

@@ -138,5 +138,9 @@ def test_admin_registers_every_model():
     from django.apps import apps
     from django.contrib import admin
 
-    ours = [m for app in ("governance", "memory", "providers") for m in apps.get_app_config(app).get_models()]
+    ours = [
+        m
+        for app in ("core", "governance", "memory", "providers")
+        for m in apps.get_app_config(app).get_models()
+    ]
     assert ours and all(admin.site.is_registered(m) for m in ours)
