@@ -99,3 +99,20 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
+
+
+PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+
+
+def parse_rate(rate: str | None) -> tuple[int, int] | None:
+    """'600/minute' → (600, 60); None, '' or 'off' → no limit."""
+    if rate is None or rate.strip().lower() in {"", "off", "0"}:
+        return None
+    try:
+        count, _, period = rate.strip().partition("/")
+        return int(count), PERIODS[period.strip().lower()]
+    except (ValueError, KeyError) as exc:
+        raise ImproperlyConfigured(
+            f"FEDMEM_API_RATE_LIMIT={rate!r} must look like '600/minute' "
+            "(periods: second, minute, hour) or 'off'"
+        ) from exc

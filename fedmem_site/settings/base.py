@@ -13,7 +13,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from core.database import embedded_database, parse_database_url
-from core.env import env_bool, env_choice, env_int, env_list, env_str
+from core.env import env_bool, env_choice, env_int, env_list, env_str, parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -166,6 +166,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["core.throttling.ApiKeyRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.CursorPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -209,8 +210,17 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# --- Channels -------------------------------------------------------------------
+# --- Cache and rate limits -------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fedmem"}}
+# Requests per API key (or user) per window; "off" disables. Checked at start-up.
+API_RATE_LIMIT = env_str("FEDMEM_API_RATE_LIMIT", "1200/minute")
+parse_rate(API_RATE_LIMIT)
+
+# --- Channels -------------------------------------------------------------------
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
