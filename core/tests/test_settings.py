@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,23 @@ def test_production_settings_load_with_what_they_require():
         DATABASE_URL="postgres://nobody@127.0.0.1:1/none",  # never connected to by setup()
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_check_deploy_is_clean_with_production_settings():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
+        FEDMEM_ENV="production",
+        FEDMEM_SECRET_KEY=secrets.token_urlsafe(64),
+        FEDMEM_ALLOWED_HOSTS="fedmem.example",
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "no issues" in result.stdout

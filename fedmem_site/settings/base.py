@@ -136,8 +136,19 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("FEDMEM_SECURE_COOKIES", P
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-SECURE_SSL_REDIRECT = env_bool("FEDMEM_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("FEDMEM_HSTS_SECONDS", 0, minimum=0)
+# Production assumes HTTPS end to end (TLS at the proxy); probes stay reachable over HTTP.
+SECURE_SSL_REDIRECT = env_bool("FEDMEM_SSL_REDIRECT", PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^ready$"]
+SECURE_HSTS_SECONDS = env_int("FEDMEM_HSTS_SECONDS", 31536000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("FEDMEM_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("FEDMEM_HSTS_PRELOAD", False)
+# Justified silences for `check --deploy`: both HSTS flags bind every subdomain of
+# the parent domain (preload is near-irreversible), a decision only the operator can
+# make; they are off unless the FEDMEM_HSTS_* variables above turn them on.
+SILENCED_SYSTEM_CHECKS = [
+    *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
+    *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
+]
 if env_bool("FEDMEM_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
