@@ -159,3 +159,57 @@ def redis_url() -> str | None:
             return url
     except OSError:
         return None
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+    import os
+    import shutil
+
+    path = os.environ.get("FEDMEM_CHROMIUM", CHROMIUM)
+    if not shutil.which(path):
+        pytest.skip(f"no Chromium at {path} (make test installs Debian's chromium when it can)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the
+    # tests make between page actions are still plain synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(
+            executable_path=path,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=live_server.url)
+    tab = context.new_page()
+    tab.set_default_timeout(15000)
+    yield tab
+    context.close()
+
+
+def screenshot(page, name: str) -> None:
+    """Every browser flow leaves a picture; FEDMEM_UPDATE_SCREENSHOTS=1 refreshes docs/screenshots."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent
+    folder = root / ("docs/screenshots" if os.environ.get("FEDMEM_UPDATE_SCREENSHOTS") else "var/screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
