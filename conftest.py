@@ -164,9 +164,13 @@ def redis_url() -> str | None:
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+    """Debian's Chromium, headless, driven by Playwright (no browser download).
+
+    Module-scoped: Playwright's sync API keeps an event loop in this thread while
+    it is open, which later tests using async_to_sync must not find.
+    """
     import os
     import shutil
 
@@ -178,21 +182,25 @@ def browser():
     # Playwright's sync API runs an event loop in this thread; the ORM calls the
     # tests make between page actions are still plain synchronous calls.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=path,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--disable-quic",
-            ],
-        )
-        yield instance
-        instance.close()
+    try:
+        with sync_playwright() as playwright:
+            instance = playwright.chromium.launch(
+                executable_path=path,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                    "--disable-quic",
+                ],
+            )
+            yield instance
+            instance.close()
+    finally:
+        # Subprocesses started by later tests must not inherit it (check --deploy refuses it).
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture
