@@ -72,3 +72,30 @@ def test_check_deploy_is_clean_with_production_settings():
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "no issues" in result.stdout
+
+
+def test_redis_url_switches_channels_and_cache_and_broker_url_switches_celery():
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        "print(s.CHANNEL_LAYERS['default']['BACKEND']); print(s.CACHES['default']['BACKEND']);"
+        "from fedmem_site.celery import app; print(app.conf.broker_url)"
+    )
+    inherited = {
+        k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL", "CELERY_"))
+    }
+    env = {
+        **inherited,
+        "DJANGO_SETTINGS_MODULE": "fedmem_site.settings.base",
+        "REDIS_URL": "redis://127.0.0.1:6379/3",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/4",
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "channels_redis.core.RedisChannelLayer",
+        "django.core.cache.backends.redis.RedisCache",
+        "redis://127.0.0.1:6379/4",
+    ]

@@ -1,0 +1,75 @@
+"""`manage.py fedmem_run` (what `make run` starts): everything up, then a clean Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.worker
+def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL", "CELERY_"))}
+    # Its own data folder: its own embedded PostgreSQL, broker and demo data.
+    env.update(DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", FEDMEM_DATA_DIR=str(tmp_path))
+    log = (tmp_path / "run.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "fedmem_run", "--port", str(port), "--concurrency", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:
+                    assert json.load(response)["status"] == "ready"
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "run.log").read_text()) from None
+                time.sleep(0.5)
+        output = (tmp_path / "run.log").read_text()
+        assert f"http://127.0.0.1:{port}/" in output
+        assert "admin" in output and "security_officer" in output and "support-bot" in output
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5) as response:
+            assert b'name="username"' in response.read()
+        while (
+            "celery@" not in (tmp_path / "run.log").read_text()
+            or " ready." not in (tmp_path / "run.log").read_text()
+        ):
+            assert time.monotonic() < deadline, (tmp_path / "run.log").read_text()
+            time.sleep(0.5)
+        family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    finally:
+        # Ctrl-C in a terminal signals the whole foreground process group.
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, (tmp_path / "run.log").read_text()
+    time.sleep(1)
+    survivors = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert survivors == []
+    # The embedded PostgreSQL of that data folder stopped too.
+    assert not (tmp_path / "pgdata" / "postmaster.pid").exists()
+    assert "fedmem stopped." in (tmp_path / "run.log").read_text()
