@@ -570,14 +570,21 @@ class _Stopwatch:
         return int((time.perf_counter() - self.started) * 1000)
 
 
-def _status_of(exc: BaseException) -> int | None:
-    for attr in ("status_code", "status"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, int) and 100 <= value <= 599:
+def _status_of(exc: BaseException | None) -> int | None:
+    """The HTTP status behind an SDK error, looking down the cause chain (SDKs re-raise)."""
+    for _ in range(8):
+        if exc is None:
+            return None
+        for attr in ("status_code", "status"):
+            value = getattr(exc, attr, None)
+            if isinstance(value, int) and 100 <= value <= 599:
+                return value
+        response = getattr(exc, "response", None)
+        value = getattr(response, "status_code", None)
+        if isinstance(value, int):
             return value
-    response = getattr(exc, "response", None)
-    value = getattr(response, "status_code", None)
-    return value if isinstance(value, int) else None
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _reason_for_status(status: int | None) -> str:
