@@ -15,13 +15,15 @@ credential *getter* (so reading capabilities needs no credential) and an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 
@@ -37,6 +39,7 @@ from providers.egress import (
 )
 
 SCHEMA_VERSION = "1"
+T = TypeVar("T")
 
 MEMORY_CAPABILITIES: tuple[str, ...] = (
     "remember",
@@ -568,6 +571,18 @@ class _Stopwatch:
     @property
     def ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run an async SDK call from sync adapter code. Adapters run in federation worker
+    threads (no loop), but a caller inside a running loop gets a helper thread instead
+    of a "loop already running" error."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 def _status_of(exc: BaseException | None) -> int | None:
