@@ -82,7 +82,7 @@ def test_list_query_count_is_pinned(world, engines, as_user, django_assert_max_n
 def _new(**fields):
     body = {"id": "mem0-prod", "provider": "mem0", "base_url": "https://api.mem0.example",
             "credential_ref": "env://FEDMEM_CRED_MEM0", "access_control": "platform_key",
-            "options": {"org_id": "org-1"}}
+            "options": {}}
     body.update(fields)
     return body
 
