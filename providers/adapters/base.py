@@ -260,10 +260,12 @@ class Hit:
                 f"Record kind {self.kind!r} is not in fedmem's vocabulary.", retryable=False
             )
         self.external_id = str(self.external_id)[:MAX_ID_CHARS]
+        self.metadata = bounded_mapping(self.metadata)
         if len(self.text) > MAX_TEXT_CHARS:
             self.text = self.text[:MAX_TEXT_CHARS]
-            self.metadata = {**self.metadata, "truncated": True}
-        self.metadata = bounded_mapping(self.metadata)
+            # The flag must survive the key bound: make room for it.
+            kept = dict(list(self.metadata.items())[: MAX_METADATA_KEYS - 1])
+            self.metadata = {**kept, "truncated": True}
         self.provenance = bounded_mapping(self.provenance)
         self.created_at = iso(self.created_at)
         self.updated_at = iso(self.updated_at)
