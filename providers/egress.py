@@ -238,6 +238,10 @@ class EgressPolicy:
             )
 
 
+# Requests go out as headers then body: without NODELAY, Nagle holds the body back
+# until the engine ACKs the headers, which a delayed ACK can stretch by milliseconds.
+_SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
 _ssl_lock = threading.Lock()
 _ssl_contexts: dict[str | None, ssl.SSLContext] = {}
 
@@ -319,7 +323,9 @@ class GuardedTransport(httpx.BaseTransport):
         deadline: float | None = None,
     ):
         self._guard = _Guard(policy, trace_parent=trace_parent, deadline=deadline)
-        self._inner = httpx.HTTPTransport(verify=_verify(policy), retries=0, trust_env=False)
+        self._inner = httpx.HTTPTransport(
+            verify=_verify(policy), retries=0, trust_env=False, socket_options=_SOCKET_OPTIONS
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         policy = self._guard.policy
@@ -353,7 +359,9 @@ class AsyncGuardedTransport(httpx.AsyncBaseTransport):
         deadline: float | None = None,
     ):
         self._guard = _Guard(policy, trace_parent=trace_parent, deadline=deadline)
-        self._inner = httpx.AsyncHTTPTransport(verify=_verify(policy), retries=0, trust_env=False)
+        self._inner = httpx.AsyncHTTPTransport(
+            verify=_verify(policy), retries=0, trust_env=False, socket_options=_SOCKET_OPTIONS
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         policy = self._guard.policy

@@ -80,6 +80,8 @@ class LocalServer:
             def get_request(self) -> tuple[socket.socket, Any]:
                 conn = super().get_request()
                 owner.connections += 1
+                # Headers and body are written separately; don't let Nagle delay the body.
+                conn[0].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 return conn
 
         class _Handler(BaseHTTPRequestHandler):
