@@ -303,7 +303,8 @@ class _Guard:
     def refuse_redirect(response: httpx.Response) -> None:
         if 300 <= response.status_code < 400:
             raise EgressRefused(
-                f"The engine answered a redirect ({response.status_code}); redirects are never followed.",
+                f"The engine answered a redirect ({response.status_code}); "
+                "redirects are never followed.",
                 reason="redirect_refused",
             )
 

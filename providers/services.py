@@ -343,7 +343,8 @@ def isolation_satisfies(available: str, required: str) -> bool:
 def require_isolation(announcement: dict[str, Any], required: str) -> None:
     if not isolation_satisfies(announcement["isolation"], required):
         raise Unprocessable(
-            f"Engine {announcement['engine_instance']!r} guarantees {announcement['isolation']!r} isolation; "
+            f"Engine {announcement['engine_instance']!r} guarantees "
+            f"{announcement['isolation']!r} isolation; "
             f"this agent requires {required!r}.",
             code="memory_isolation_insufficient",
             details={
@@ -368,7 +369,7 @@ def require_capability(announcement: dict[str, Any], operation: str) -> None:
 
 
 def policy_engines(agent: Agent) -> list[str] | None:
-    """The engines the agent's policy names; None until policies exist (then: every usable engine)."""
+    """The engines the agent's policy names; None until policies exist (every usable one)."""
     return None
 
 

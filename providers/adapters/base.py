@@ -120,7 +120,7 @@ class EngineTimeout(EngineUnavailable):
 
 
 class RecordRefused(AdapterError):
-    """A provider record fedmem will not take as memory (a LangGraph checkpoint, an unknown kind)."""
+    """A provider record that is not memory (a LangGraph checkpoint, an unknown kind)."""
 
     reason = "record_refused"
 
@@ -218,10 +218,8 @@ def bounded_mapping(data: Mapping[str, Any] | None) -> dict[str, Any]:
     """At most MAX_METADATA_KEYS keys, short keys, scalar short values (nested values as JSON)."""
     if not data:
         return {}
-    out: dict[str, Any] = {}
-    for key in sorted(str(k) for k in data)[:MAX_METADATA_KEYS]:
-        out[key[:MAX_KEY_CHARS]] = _bounded_scalar(data[key] if key in data else None)
-    return out
+    items = sorted(((str(key), value) for key, value in data.items()), key=lambda item: item[0])
+    return {key[:MAX_KEY_CHARS]: _bounded_scalar(value) for key, value in items[:MAX_METADATA_KEYS]}
 
 
 def iso(value: Any) -> str | None:

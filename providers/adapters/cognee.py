@@ -33,8 +33,14 @@ from providers.adapters.base import (
 from providers.credentials import Secret
 
 SEARCH_TYPES = {
-    "CHUNKS": "document", "CHUNKS_LEXICAL": "document", "SUMMARIES": "summary", "RAG_COMPLETION": "summary",
-    "GRAPH_COMPLETION": "summary", "GRAPH_SUMMARY_COMPLETION": "summary", "INSIGHTS": "edge", "TEMPORAL": "summary",
+    "CHUNKS": "document",
+    "CHUNKS_LEXICAL": "document",
+    "SUMMARIES": "summary",
+    "RAG_COMPLETION": "summary",
+    "GRAPH_COMPLETION": "summary",
+    "GRAPH_SUMMARY_COMPLETION": "summary",
+    "INSIGHTS": "edge",
+    "TEMPORAL": "summary",
 }
 SEPARATOR = "__"
 
@@ -42,10 +48,18 @@ SEPARATOR = "__"
 class CogneeAdapter(MemoryAdapter):
     provider = "cognee"
     label = "Cognee"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({"recall", "get_health", "get_capabilities"})
-    knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "ingest_knowledge", "build_graph", "search_graph", "get_relations", "delete_dataset",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"recall", "get_health", "get_capabilities"}
+    )
+    knowledge_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "ingest_knowledge",
+            "build_graph",
+            "search_graph",
+            "get_relations",
+            "delete_dataset",
+        }
+    )
     shared_isolation = "logical"
     record_kinds = ("document", "summary", "entity", "edge")
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {
@@ -75,21 +89,32 @@ class CogneeAdapter(MemoryAdapter):
     @staticmethod
     def dataset_name(ctx: OperationContext, dataset: str) -> str:
         if not dataset or SEPARATOR in dataset:
-            raise AdapterError("A dataset name is required and may not contain '__'.", retryable=False,
-                               reason="request_refused")
+            raise AdapterError(
+                "A dataset name is required and may not contain '__'.",
+                retryable=False,
+                reason="request_refused",
+            )
         return f"{ctx.tenant_slug}{SEPARATOR}{dataset}"
 
     def _datasets(self, client: Any, ctx: OperationContext) -> list[dict[str, Any]]:
-        body = json_body(check_status(client.get(self._url("/datasets")), self.provider), self.provider)
+        body = json_body(
+            check_status(client.get(self._url("/datasets")), self.provider), self.provider
+        )
         prefix = f"{ctx.tenant_slug}{SEPARATOR}"
-        return [d for d in body or [] if isinstance(d, dict) and str(d.get("name", "")).startswith(prefix)]
+        return [
+            d
+            for d in body or []
+            if isinstance(d, dict) and str(d.get("name", "")).startswith(prefix)
+        ]
 
     def _dataset(self, client: Any, ctx: OperationContext, dataset: str) -> dict[str, Any]:
         name = self.dataset_name(ctx, dataset)
         for candidate in self._datasets(client, ctx):
             if candidate["name"] == name:
                 return candidate
-        raise AdapterError(f"No dataset {dataset!r}.", retryable=False, reason="not_found", status=404)
+        raise AdapterError(
+            f"No dataset {dataset!r}.", retryable=False, reason="not_found", status=404
+        )
 
     def _hits(self, body: Any, search_type: str, limit: int) -> list[Hit]:
         kind = SEARCH_TYPES.get(search_type, "document")
@@ -98,7 +123,10 @@ class CogneeAdapter(MemoryAdapter):
             # Newer servers wrap results per dataset; older ones answer a flat list.
             if isinstance(entry, dict) and "search_result" in entry:
                 results = entry["search_result"]
-                origin = {"dataset_id": entry.get("dataset_id"), "dataset_name": entry.get("dataset_name")}
+                origin = {
+                    "dataset_id": entry.get("dataset_id"),
+                    "dataset_name": entry.get("dataset_name"),
+                }
                 for result in results if isinstance(results, list) else [results]:
                     rows.append((result, origin))
             else:
@@ -112,17 +140,27 @@ class CogneeAdapter(MemoryAdapter):
             else:
                 text, external, metadata = str(result), f"{search_type}:{position}", {}
             dataset = str(origin.get("dataset_name") or "")
-            hits.append(Hit(
-                provider_id=self.provider, engine_id=self.engine.engine_id, external_id=str(external), kind=kind,
-                text=str(text), provenance={"provider": "cognee", "search_type": search_type,
-                                            "dataset": dataset.split(SEPARATOR, 1)[-1] or None,
-                                            "dataset_id": origin.get("dataset_id")},
-                metadata=metadata,
-            ))
+            hits.append(
+                Hit(
+                    provider_id=self.provider,
+                    engine_id=self.engine.engine_id,
+                    external_id=str(external),
+                    kind=kind,
+                    text=str(text),
+                    provenance={
+                        "provider": "cognee",
+                        "search_type": search_type,
+                        "dataset": dataset.split(SEPARATOR, 1)[-1] or None,
+                        "dataset_id": origin.get("dataset_id"),
+                    },
+                    metadata=metadata,
+                )
+            )
         return ranked(hits, limit)
 
-    def _search(self, ctx: OperationContext, query: str, top_k: int, search_type: str,
-                dataset: str | None) -> list[Hit]:
+    def _search(
+        self, ctx: OperationContext, query: str, top_k: int, search_type: str, dataset: str | None
+    ) -> list[Hit]:
         with self.http_client(ctx) as client:
             if dataset:
                 ids = [self._dataset(client, ctx, dataset)["id"]]
@@ -131,8 +169,10 @@ class CogneeAdapter(MemoryAdapter):
             if not ids:
                 return []  # never search unscoped: that would reach other tenants' datasets
             payload = {"searchType": search_type, "query": query, "datasetIds": ids, "topK": top_k}
-            body = json_body(check_status(client.post(self._url("/search"), json=payload), self.provider),
-                             self.provider)
+            body = json_body(
+                check_status(client.post(self._url("/search"), json=payload), self.provider),
+                self.provider,
+            )
         return self._hits(body, search_type, top_k)
 
     # -- operations -----------------------------------------------------------
@@ -140,71 +180,132 @@ class CogneeAdapter(MemoryAdapter):
     def get_health(self, ctx: OperationContext) -> HealthReport:
         watch = self.timed()
         with self.http_client(ctx) as client:
-            body = json_body(check_status(client.get(f"{self.base_path()}/health"), self.provider), self.provider)
+            body = json_body(
+                check_status(client.get(f"{self.base_path()}/health"), self.provider), self.provider
+            )
         status = body.get("status") if isinstance(body, dict) else None
-        return HealthReport("ok" if status in ("ready", "healthy", "ok") else "degraded", watch.ms,
-                            {"engine_status": status})
+        return HealthReport(
+            "ok" if status in ("ready", "healthy", "ok") else "degraded",
+            watch.ms,
+            {"engine_status": status},
+        )
 
     def recall(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
         search_type = str(self.engine.options.get("recall_search_type") or "CHUNKS")
         return self._search(ctx, query, top_k, search_type, None)
 
-    def search_graph(self, ctx: OperationContext, *, query: str, top_k: int, dataset: str | None = None,
-                     search_type: str | None = None) -> list[Hit]:
+    def search_graph(
+        self,
+        ctx: OperationContext,
+        *,
+        query: str,
+        top_k: int,
+        dataset: str | None = None,
+        search_type: str | None = None,
+    ) -> list[Hit]:
         search_type = search_type or "GRAPH_COMPLETION"
         if search_type not in SEARCH_TYPES:
-            raise AdapterError(f"Cognee search types: {', '.join(SEARCH_TYPES)}.", retryable=False,
-                               reason="request_refused")
+            raise AdapterError(
+                f"Cognee search types: {', '.join(SEARCH_TYPES)}.",
+                retryable=False,
+                reason="request_refused",
+            )
         return self._search(ctx, query, top_k, search_type, dataset)
 
-    def ingest_knowledge(self, ctx: OperationContext, *, dataset: str, documents: list[str]) -> WriteResult:
+    def ingest_knowledge(
+        self, ctx: OperationContext, *, dataset: str, documents: list[str]
+    ) -> WriteResult:
         name = self.dataset_name(ctx, dataset)
-        files = [("data", (f"document-{index}.txt", text.encode("utf-8"), "text/plain"))
-                 for index, text in enumerate(documents)]
+        files = [
+            ("data", (f"document-{index}.txt", text.encode("utf-8"), "text/plain"))
+            for index, text in enumerate(documents)
+        ]
         with self.http_client(ctx) as client:
-            body = json_body(check_status(client.post(self._url("/add"), data={"datasetName": name}, files=files),
-                                          self.provider), self.provider)
+            body = json_body(
+                check_status(
+                    client.post(self._url("/add"), data={"datasetName": name}, files=files),
+                    self.provider,
+                ),
+                self.provider,
+            )
         # Added is not yet knowledge: build_graph (cognify) turns it into a graph.
-        return WriteResult("settled", [], None, {"dataset": dataset, "documents": len(documents),
-                                                 "status": body.get("status") if isinstance(body, dict) else None})
+        return WriteResult(
+            "settled",
+            [],
+            None,
+            {
+                "dataset": dataset,
+                "documents": len(documents),
+                "status": body.get("status") if isinstance(body, dict) else None,
+            },
+        )
 
     def build_graph(self, ctx: OperationContext, *, dataset: str) -> WriteResult:
         with self.http_client(ctx) as client:
             dataset_id = self._dataset(client, ctx, dataset)["id"]
-            body = json_body(check_status(client.post(self._url("/cognify"), json={
-                "datasetIds": [dataset_id], "runInBackground": True}), self.provider), self.provider)
+            body = json_body(
+                check_status(
+                    client.post(
+                        self._url("/cognify"),
+                        json={"datasetIds": [dataset_id], "runInBackground": True},
+                    ),
+                    self.provider,
+                ),
+                self.provider,
+            )
         run = body.get(str(dataset_id), body) if isinstance(body, dict) else {}
         run_id = run.get("pipeline_run_id") if isinstance(run, dict) else None
-        return WriteResult("queued", [str(dataset_id)], str(run_id) if run_id else None,
-                           {"status": run.get("status") if isinstance(run, dict) else None})
+        return WriteResult(
+            "queued",
+            [str(dataset_id)],
+            str(run_id) if run_id else None,
+            {"status": run.get("status") if isinstance(run, dict) else None},
+        )
 
     def get_relations(self, ctx: OperationContext, *, external_id: str) -> list[Hit]:
         kind, _, rest = external_id.partition(":")
         dataset, _, node_id = rest.partition(":")
         if kind != "node" or not node_id:
-            raise AdapterError("Relations are read for node:<dataset>:<node id>.", retryable=False,
-                               reason="request_refused")
+            raise AdapterError(
+                "Relations are read for node:<dataset>:<node id>.",
+                retryable=False,
+                reason="request_refused",
+            )
         with self.http_client(ctx) as client:
             dataset_id = self._dataset(client, ctx, dataset)["id"]
-            graph = json_body(check_status(client.get(self._url(f"/datasets/{quote(str(dataset_id))}/graph")),
-                                           self.provider), self.provider)
+            graph = json_body(
+                check_status(
+                    client.get(self._url(f"/datasets/{quote(str(dataset_id))}/graph")),
+                    self.provider,
+                ),
+                self.provider,
+            )
         labels = {node["id"]: node.get("label") or node["id"] for node in graph.get("nodes", [])}
         hits = []
         for edge in graph.get("edges", []):
             if node_id not in (edge.get("source"), edge.get("target")):
                 continue
-            subject, obj = labels.get(edge["source"], edge["source"]), labels.get(edge["target"], edge["target"])
-            hits.append(Hit(
-                provider_id=self.provider, engine_id=self.engine.engine_id,
-                external_id=f"edge:{edge['source']}:{edge.get('label')}:{edge['target']}", kind="edge",
-                text=f"{subject} {edge.get('label')} {obj}",
-                provenance={"provider": "cognee", "dataset": dataset},
-                metadata={"subject": subject, "predicate": edge.get("label"), "object": obj},
-            ))
+            subject, obj = (
+                labels.get(edge["source"], edge["source"]),
+                labels.get(edge["target"], edge["target"]),
+            )
+            hits.append(
+                Hit(
+                    provider_id=self.provider,
+                    engine_id=self.engine.engine_id,
+                    external_id=f"edge:{edge['source']}:{edge.get('label')}:{edge['target']}",
+                    kind="edge",
+                    text=f"{subject} {edge.get('label')} {obj}",
+                    provenance={"provider": "cognee", "dataset": dataset},
+                    metadata={"subject": subject, "predicate": edge.get("label"), "object": obj},
+                )
+            )
         return ranked(hits, len(hits))
 
     def delete_dataset(self, ctx: OperationContext, *, dataset: str) -> WriteResult:
         with self.http_client(ctx) as client:
             dataset_id = self._dataset(client, ctx, dataset)["id"]
-            check_status(client.delete(self._url(f"/datasets/{quote(str(dataset_id))}")), self.provider)
+            check_status(
+                client.delete(self._url(f"/datasets/{quote(str(dataset_id))}")), self.provider
+            )
         return WriteResult("settled", [str(dataset_id)], None, {"dataset": dataset})

@@ -6,11 +6,13 @@ To wrap an in-process engine instead, subclass :class:`providers.adapters.base.M
 ``GET  /health``                       → 200 ``{"status": "ok", ...}``
 ``POST /recall``  ``{query, top_k, namespace}`` → ``{"results": [record, ...]}`` (best first)
 ``POST /search``  same as recall
-``POST /memories`` ``{text, kind, metadata, namespace}`` → ``{"id", "status": "settled"|"queued", "event_id"?}``
+``POST /memories`` ``{text, kind, metadata, namespace}``
+    → ``{"id", "status": "settled"|"queued", "event_id"?}``
 ``GET  /memories?limit=&tenant=&agent_id=&user_id=&session_id=`` → ``{"results": [...]}``
 ``GET  /memories/{id}`` → record; ``PATCH /memories/{id}`` ``{text}``; ``DELETE /memories/{id}``
 
-A record: ``{"id", "kind", "text", "score"?, "created_at"?, "updated_at"?, "metadata"?, "provenance"?}``
+A record: ``{"id", "kind", "text", "score"?, "created_at"?, "updated_at"?, "metadata"?,
+"provenance"?}``
 with ``kind`` from fedmem's record vocabulary. The namespace always carries the
 tenant, so a shared custom engine can keep tenants apart (``shared_isolation``).
 """
@@ -200,7 +202,7 @@ class HttpCustomAdapter(MemoryAdapter):
                 self.provider,
             )
         status = body.get("status", "settled")
-        # Anything but an explicit "settled" is reported as queued: never claim more than the engine said.
+        # Anything but an explicit "settled" is queued: never claim more than the engine said.
         return WriteResult(
             "settled" if status == "settled" else "queued",
             [str(body["id"])] if body.get("id") else [],

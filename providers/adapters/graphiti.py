@@ -70,42 +70,74 @@ class HttpGraphitiTransport:
         return dict(self._json(self.client.get(f"{self.base}/healthcheck")))
 
     def add_messages(self, group_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return dict(self._json(self.client.post(f"{self.base}/messages",
-                                                json={"group_id": group_id, "messages": messages})))
+        return dict(
+            self._json(
+                self.client.post(
+                    f"{self.base}/messages", json={"group_id": group_id, "messages": messages}
+                )
+            )
+        )
 
     def search(self, group_id: str, query: str, max_facts: int) -> list[dict[str, Any]]:
-        body = self._json(self.client.post(f"{self.base}/search",
-                                           json={"group_ids": [group_id], "query": query, "max_facts": max_facts}))
+        body = self._json(
+            self.client.post(
+                f"{self.base}/search",
+                json={"group_ids": [group_id], "query": query, "max_facts": max_facts},
+            )
+        )
         return list(body.get("facts", []))
 
     def episodes(self, group_id: str, last_n: int) -> list[dict[str, Any]]:
-        return list(self._json(self.client.get(f"{self.base}/episodes/{quote(group_id, safe='')}",
-                                               params={"last_n": last_n})))
+        return list(
+            self._json(
+                self.client.get(
+                    f"{self.base}/episodes/{quote(group_id, safe='')}", params={"last_n": last_n}
+                )
+            )
+        )
 
     def edge(self, uuid: str) -> dict[str, Any]:
         return dict(self._json(self.client.get(f"{self.base}/entity-edge/{quote(uuid, safe='')}")))
 
     def delete_edge(self, uuid: str) -> None:
-        check_status(self.client.delete(f"{self.base}/entity-edge/{quote(uuid, safe='')}"), self.provider)
+        check_status(
+            self.client.delete(f"{self.base}/entity-edge/{quote(uuid, safe='')}"), self.provider
+        )
 
     def delete_episode(self, uuid: str) -> None:
-        check_status(self.client.delete(f"{self.base}/episode/{quote(uuid, safe='')}"), self.provider)
+        check_status(
+            self.client.delete(f"{self.base}/episode/{quote(uuid, safe='')}"), self.provider
+        )
 
     def delete_group(self, group_id: str) -> None:
-        check_status(self.client.delete(f"{self.base}/group/{quote(group_id, safe='')}"), self.provider)
+        check_status(
+            self.client.delete(f"{self.base}/group/{quote(group_id, safe='')}"), self.provider
+        )
 
 
 class GraphitiAdapter(MemoryAdapter):
     provider = "graphiti"
     label = "Graphiti"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "remember", "recall", "search", "list", "get", "forget", "purge", "get_health", "get_capabilities",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "remember",
+            "recall",
+            "search",
+            "list",
+            "get",
+            "forget",
+            "purge",
+            "get_health",
+            "get_capabilities",
+        }
+    )
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("fact", "episode")
 
-    def __init__(self, *args: Any, transport: GraphitiTransport | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, transport: GraphitiTransport | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._transport = transport
 
@@ -121,7 +153,9 @@ class GraphitiAdapter(MemoryAdapter):
         elif ctx.agent_id:
             scope = "agent-" + _GROUP_PART.sub("-", ctx.agent_id)
         else:
-            raise AdapterError("Graphiti needs a user or agent scope.", retryable=False, reason="scope_required")
+            raise AdapterError(
+                "Graphiti needs a user or agent scope.", retryable=False, reason="scope_required"
+            )
         return f"{_GROUP_PART.sub('-', ctx.tenant_slug)}__{scope}"
 
     # -- records ---------------------------------------------------------------
@@ -129,24 +163,46 @@ class GraphitiAdapter(MemoryAdapter):
     def fact_hit(self, fact: dict[str, Any]) -> Hit:
         episodes = fact.get("episodes") or []
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id, external_id=f"fact:{fact['uuid']}",
-            kind="fact", text=str(fact.get("fact") or ""),
-            provenance={"provider": "graphiti", "uuid": fact["uuid"], "episodes": ",".join(map(str, episodes))},
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=f"fact:{fact['uuid']}",
+            kind="fact",
+            text=str(fact.get("fact") or ""),
+            provenance={
+                "provider": "graphiti",
+                "uuid": fact["uuid"],
+                "episodes": ",".join(map(str, episodes)),
+            },
             created_at=fact.get("created_at"),
-            metadata={"relation": fact.get("name"), "valid_at": fact.get("valid_at"),
-                      "invalid_at": fact.get("invalid_at"), "expired_at": fact.get("expired_at")},
+            metadata={
+                "relation": fact.get("name"),
+                "valid_at": fact.get("valid_at"),
+                "invalid_at": fact.get("invalid_at"),
+                "expired_at": fact.get("expired_at"),
+            },
             score=fact.get("score"),
         )
 
     def episode_hit(self, episode: dict[str, Any]) -> Hit:
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id, external_id=f"episode:{episode['uuid']}",
-            kind="episode", text=str(episode.get("content") or ""),
-            provenance={"provider": "graphiti", "uuid": episode["uuid"], "group_id": episode.get("group_id"),
-                        "entity_edges": ",".join(map(str, episode.get("entity_edges") or []))},
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=f"episode:{episode['uuid']}",
+            kind="episode",
+            text=str(episode.get("content") or ""),
+            provenance={
+                "provider": "graphiti",
+                "uuid": episode["uuid"],
+                "group_id": episode.get("group_id"),
+                "entity_edges": ",".join(map(str, episode.get("entity_edges") or [])),
+            },
             created_at=episode.get("created_at"),
-            metadata={"name": episode.get("name"), "source": episode.get("source"),
-                      "source_description": episode.get("source_description"), "valid_at": episode.get("valid_at")},
+            metadata={
+                "name": episode.get("name"),
+                "source": episode.get("source"),
+                "source_description": episode.get("source_description"),
+                "valid_at": episode.get("valid_at"),
+            },
         )
 
     # -- operations -----------------------------------------------------------
@@ -154,14 +210,22 @@ class GraphitiAdapter(MemoryAdapter):
     def get_health(self, ctx: OperationContext) -> HealthReport:
         watch = self.timed()
         body = self.transport(ctx).health()
-        return HealthReport("ok" if body.get("status") == "healthy" else "degraded", watch.ms,
-                            {"engine_status": body.get("status")})
+        return HealthReport(
+            "ok" if body.get("status") == "healthy" else "degraded",
+            watch.ms,
+            {"engine_status": body.get("status")},
+        )
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
         role_type = record.role if record.role in {"user", "assistant", "system"} else "user"
-        message = {"content": record.text, "role_type": role_type, "role": record.metadata.get("name", role_type),
-                   "name": "fedmem", "timestamp": datetime.now(UTC).isoformat(),
-                   "source_description": f"fedmem:{ctx.tenant_slug}"}
+        message = {
+            "content": record.text,
+            "role_type": role_type,
+            "role": record.metadata.get("name", role_type),
+            "name": "fedmem",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "source_description": f"fedmem:{ctx.tenant_slug}",
+        }
         body = self.transport(ctx).add_messages(self.group_id(ctx), [message])
         # Graphiti answers 202: the episode is queued for extraction, not yet in the graph.
         return WriteResult("queued", [], None, {"message": body.get("message")})
@@ -173,8 +237,15 @@ class GraphitiAdapter(MemoryAdapter):
         facts = self.transport(ctx).search(self.group_id(ctx), query, top_k)
         return ranked([self.fact_hit(fact) for fact in facts], top_k)
 
-    def search_graph(self, ctx: OperationContext, *, query: str, top_k: int, dataset: str | None = None,
-                     search_type: str | None = None) -> list[Hit]:
+    def search_graph(
+        self,
+        ctx: OperationContext,
+        *,
+        query: str,
+        top_k: int,
+        dataset: str | None = None,
+        search_type: str | None = None,
+    ) -> list[Hit]:
         return self.search(ctx, query=query, top_k=top_k)
 
     def list(self, ctx: OperationContext, *, limit: int) -> list[Hit]:
@@ -184,10 +255,17 @@ class GraphitiAdapter(MemoryAdapter):
     def get(self, ctx: OperationContext, *, external_id: str) -> Hit:
         kind, _, uuid = external_id.partition(":")
         if kind != "fact" or not uuid:
-            raise AdapterError("Graphiti items are read by fact id.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "Graphiti items are read by fact id.",
+                retryable=False,
+                reason="not_found",
+                status=404,
+            )
         fact = self.transport(ctx).edge(uuid)
         if fact.get("group_id") not in (None, self.group_id(ctx)):
-            raise AdapterError("No such Graphiti fact.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "No such Graphiti fact.", retryable=False, reason="not_found", status=404
+            )
         hit = self.fact_hit(fact)
         hit.rank = 1
         return hit
@@ -200,7 +278,9 @@ class GraphitiAdapter(MemoryAdapter):
         elif kind == "fact":
             transport.delete_edge(uuid)
         else:
-            raise AdapterError("Not a Graphiti id.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "Not a Graphiti id.", retryable=False, reason="not_found", status=404
+            )
         return WriteResult("settled", [external_id])
 
     def purge(self, ctx: OperationContext) -> WriteResult:

@@ -56,8 +56,12 @@ def _item_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, dict):
         return item
     return {
-        "namespace": list(item.namespace), "key": item.key, "value": item.value,
-        "created_at": item.created_at, "updated_at": item.updated_at, "score": getattr(item, "score", None),
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+        "score": getattr(item, "score", None),
     }
 
 
@@ -69,7 +73,9 @@ class LibraryStore:
         from langgraph.store.base import BaseStore
 
         if isinstance(store, BaseCheckpointSaver):
-            raise RecordRefused("LangGraph checkpoints are execution state, not memory.", retryable=False)
+            raise RecordRefused(
+                "LangGraph checkpoints are execution state, not memory.", retryable=False
+            )
         if not isinstance(store, BaseStore):
             raise TypeError("LibraryStore needs a langgraph BaseStore")
         self.store = store
@@ -123,10 +129,20 @@ class ServerStore:
 class LangGraphAdapter(MemoryAdapter):
     provider = "langgraph"
     label = "LangGraph store"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "remember", "recall", "search", "update", "forget", "list", "get", "purge", "get_health",
-        "get_capabilities",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "remember",
+            "recall",
+            "search",
+            "update",
+            "forget",
+            "list",
+            "get",
+            "purge",
+            "get_health",
+            "get_capabilities",
+        }
+    )
     shared_isolation = "logical"
     record_kinds = RECORD_KINDS
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {"namespace_root": str}
@@ -134,7 +150,9 @@ class LangGraphAdapter(MemoryAdapter):
     def __init__(self, *args: Any, store: StorePort | Any | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if _is_checkpointer(store):
-            raise RecordRefused("LangGraph checkpoints are execution state, not memory.", retryable=False)
+            raise RecordRefused(
+                "LangGraph checkpoints are execution state, not memory.", retryable=False
+            )
         if store is not None and not isinstance(store, LibraryStore | ServerStore):
             store = LibraryStore(store)
         self._store = store
@@ -173,12 +191,20 @@ class LangGraphAdapter(MemoryAdapter):
             parts = json.loads(external_id)
         except ValueError:
             parts = None
-        if not isinstance(parts, list) or len(parts) < 2 or not all(isinstance(p, str) for p in parts):
-            raise AdapterError("Not a LangGraph item id.", retryable=False, reason="not_found", status=404)
+        if (
+            not isinstance(parts, list)
+            or len(parts) < 2
+            or not all(isinstance(p, str) for p in parts)
+        ):
+            raise AdapterError(
+                "Not a LangGraph item id.", retryable=False, reason="not_found", status=404
+            )
         namespace, key = tuple(parts[:-1]), parts[-1]
         if namespace[: len(self.prefix(ctx))] != self.prefix(ctx):
             # Another tenant's or agent's namespace is the same "not found" as a missing one.
-            raise AdapterError("No such LangGraph item.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "No such LangGraph item.", retryable=False, reason="not_found", status=404
+            )
         return namespace, key
 
     # -- records ---------------------------------------------------------------
@@ -189,17 +215,28 @@ class LangGraphAdapter(MemoryAdapter):
         if any("checkpoint" in part.lower() for part in namespace) or (
             isinstance(value, dict) and _CHECKPOINT_KEYS & set(value)
         ):
-            raise RecordRefused("A LangGraph checkpoint is execution state, not memory.", retryable=False)
+            raise RecordRefused(
+                "A LangGraph checkpoint is execution state, not memory.", retryable=False
+            )
         if not isinstance(value, dict):
             raise RecordRefused("A LangGraph item value is a JSON object.", retryable=False)
         kind = value.get("kind") if value.get("kind") in RECORD_KINDS else "fact"
         metadata = {k: v for k, v in value.items() if k not in {"text", "content", "kind"}}
         metadata["namespace"] = "/".join(namespace)
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id,
-            external_id=self.external_id(namespace, str(item.get("key"))), kind=kind, text=_text_of(value),
-            provenance={"provider": "langgraph", "namespace": "/".join(namespace), "key": item.get("key")},
-            created_at=item.get("created_at"), updated_at=item.get("updated_at"), metadata=metadata,
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=self.external_id(namespace, str(item.get("key"))),
+            kind=kind,
+            text=_text_of(value),
+            provenance={
+                "provider": "langgraph",
+                "namespace": "/".join(namespace),
+                "key": item.get("key"),
+            },
+            created_at=item.get("created_at"),
+            updated_at=item.get("updated_at"),
+            metadata=metadata,
             score=item.get("score"),
         )
 
@@ -245,7 +282,9 @@ class LangGraphAdapter(MemoryAdapter):
         namespace, key = self.split_id(external_id, ctx)
         item = self.store(ctx).get(namespace, key)
         if item is None:
-            raise AdapterError("No such LangGraph item.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "No such LangGraph item.", retryable=False, reason="not_found", status=404
+            )
         hit = self.to_hit(item)
         hit.rank = 1
         return hit
@@ -255,7 +294,9 @@ class LangGraphAdapter(MemoryAdapter):
         store = self.store(ctx)
         item = store.get(namespace, key)
         if item is None:
-            raise AdapterError("No such LangGraph item.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "No such LangGraph item.", retryable=False, reason="not_found", status=404
+            )
         self.to_hit(item)  # refuses a checkpoint before anything is written
         store.put(namespace, key, {**item["value"], "text": text})
         return WriteResult("settled", [external_id])
@@ -294,7 +335,9 @@ def _text_of(value: dict[str, Any]) -> str:
         candidate = value.get(field)
         if isinstance(candidate, str):
             return candidate
-        if isinstance(candidate, dict):  # LangMem: {"kind": "Memory", "content": {"content": "..."}}
+        if isinstance(
+            candidate, dict
+        ):  # LangMem: {"kind": "Memory", "content": {"content": "..."}}
             inner = candidate.get("content") or candidate.get("text")
             if isinstance(inner, str):
                 return inner

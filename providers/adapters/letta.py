@@ -43,7 +43,9 @@ def _content(content: Any) -> str:
 class LettaAdapter(MemoryAdapter):
     provider = "letta"
     label = "Letta"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({"recall", "list", "get_health", "get_capabilities"})
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"recall", "list", "get_health", "get_capabilities"}
+    )
     shared_isolation = "logical"
     session_memory = True
     record_kinds = ("pinned_context", "message")
@@ -56,20 +58,28 @@ class LettaAdapter(MemoryAdapter):
         from letta_client import Letta
 
         secret = self.credential()
-        return Letta(api_key=secret.reveal() if secret else None, base_url=self.engine.base_url, max_retries=0,
-                     http_client=self.http_client(ctx, with_auth=False))
+        return Letta(
+            api_key=secret.reveal() if secret else None,
+            base_url=self.engine.base_url,
+            max_retries=0,
+            http_client=self.http_client(ctx, with_auth=False),
+        )
 
     @staticmethod
     def tag(ctx: OperationContext) -> str:
         if not ctx.agent_id:
-            raise AdapterError("Letta memory belongs to an agent.", retryable=False, reason="scope_required")
+            raise AdapterError(
+                "Letta memory belongs to an agent.", retryable=False, reason="scope_required"
+            )
         return f"fedmem:{ctx.tenant_slug}:{ctx.agent_id}"
 
     def letta_agent(self, client: Any, ctx: OperationContext) -> str | None:
         page = client.agents.list(tags=[self.tag(ctx)], match_all_tags=True, limit=2)
         agents = list(page.items) if hasattr(page, "items") else list(page)
         if len(agents) > 1:
-            raise AdapterError("Two Letta agents carry the same fedmem tag.", retryable=False, reason="ambiguous")
+            raise AdapterError(
+                "Two Letta agents carry the same fedmem tag.", retryable=False, reason="ambiguous"
+            )
         return agents[0].id if agents else None
 
     def _memory(self, ctx: OperationContext, limit: int) -> list[Hit]:
@@ -79,31 +89,52 @@ class LettaAdapter(MemoryAdapter):
             return []  # no Letta agent for this fedmem agent: nothing remembered there
         hits: list[Hit] = []
         for block in client.agents.blocks.list(agent_id, limit=50).items:
-            hits.append(Hit(
-                provider_id=self.provider, engine_id=self.engine.engine_id, external_id=f"block:{block.id}",
-                kind="pinned_context", text=block.value or "",
-                provenance={"provider": "letta", "agent_id": agent_id, "block_id": block.id},
-                metadata={"label": block.label, "limit": block.limit, "description": block.description,
-                          "read_only": block.read_only},
-            ))
+            hits.append(
+                Hit(
+                    provider_id=self.provider,
+                    engine_id=self.engine.engine_id,
+                    external_id=f"block:{block.id}",
+                    kind="pinned_context",
+                    text=block.value or "",
+                    provenance={"provider": "letta", "agent_id": agent_id, "block_id": block.id},
+                    metadata={
+                        "label": block.label,
+                        "limit": block.limit,
+                        "description": block.description,
+                        "read_only": block.read_only,
+                    },
+                )
+            )
         recent = int(self.engine.options.get("recent_messages") or limit)
         page = client.agents.messages.list(agent_id, limit=min(100, recent * 3), order="desc")
         messages = [m for m in page.items if getattr(m, "message_type", None) in CONVERSATION_TYPES]
         for message in messages[:recent]:
-            hits.append(Hit(
-                provider_id=self.provider, engine_id=self.engine.engine_id, external_id=f"message:{message.id}",
-                kind="message", text=_content(getattr(message, "content", "")),
-                provenance={"provider": "letta", "agent_id": agent_id, "message_id": message.id},
-                created_at=getattr(message, "date", None),
-                metadata={"role": CONVERSATION_TYPES[message.message_type], "durable": False},
-            ))
+            hits.append(
+                Hit(
+                    provider_id=self.provider,
+                    engine_id=self.engine.engine_id,
+                    external_id=f"message:{message.id}",
+                    kind="message",
+                    text=_content(getattr(message, "content", "")),
+                    provenance={
+                        "provider": "letta",
+                        "agent_id": agent_id,
+                        "message_id": message.id,
+                    },
+                    created_at=getattr(message, "date", None),
+                    metadata={"role": CONVERSATION_TYPES[message.message_type], "durable": False},
+                )
+            )
         return ranked(hits, limit)
 
     def get_health(self, ctx: OperationContext) -> HealthReport:
         watch = self.timed()
         health = self.client(ctx).health()
-        return HealthReport("ok" if health.status == "ok" else "degraded", watch.ms,
-                            {"version": health.version, "engine_status": health.status})
+        return HealthReport(
+            "ok" if health.status == "ok" else "degraded",
+            watch.ms,
+            {"version": health.version, "engine_status": health.status},
+        )
 
     def recall(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
         # Blocks are always in the agent's context, so they are always part of a recall;

@@ -51,13 +51,20 @@ class Mem0Namespace:
 
     def filters(self, ctx: OperationContext) -> dict[str, str]:
         ids: dict[str, str] = {}
-        for ours, theirs in (("user_id", "user_id"), ("agent_id", "agent_id"), ("session_id", "run_id")):
+        for ours, theirs in (
+            ("user_id", "user_id"),
+            ("agent_id", "agent_id"),
+            ("session_id", "run_id"),
+        ):
             value = getattr(ctx, ours)
             if value:
                 ids[theirs] = f"{ctx.tenant_slug}{self.separator}{value}"
         if not ids:
-            raise AdapterError("Mem0 needs a user, agent or session scope.", retryable=False,
-                               reason="scope_required")
+            raise AdapterError(
+                "Mem0 needs a user, agent or session scope.",
+                retryable=False,
+                reason="scope_required",
+            )
         return ids
 
     def local(self, entity_id: Any, tenant_slug: str) -> str | None:
@@ -65,12 +72,14 @@ class Mem0Namespace:
             return None
         prefix = f"{tenant_slug}{self.separator}"
         text = str(entity_id)
-        return text[len(prefix):] if text.startswith(prefix) else text
+        return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 class Mem0Backend(Protocol):
     def ping(self) -> dict[str, Any]: ...
-    def add(self, text: str, role: str, filters: dict[str, str], metadata: dict[str, Any]) -> Any: ...
+    def add(
+        self, text: str, role: str, filters: dict[str, str], metadata: dict[str, Any]
+    ) -> Any: ...
     def search(self, query: str, filters: dict[str, str], top_k: int) -> Any: ...
     def get_all(self, filters: dict[str, str], top_k: int) -> Any: ...
     def get(self, memory_id: str) -> Any: ...
@@ -90,7 +99,9 @@ class PlatformBackend:
         return {"org_id": self.client.org_id, "project_id": self.client.project_id}
 
     def add(self, text: str, role: str, filters: dict[str, str], metadata: dict[str, Any]) -> Any:
-        return self.client.add([{"role": role, "content": text}], filters=filters, metadata=metadata or None)
+        return self.client.add(
+            [{"role": role, "content": text}], filters=filters, metadata=metadata or None
+        )
 
     def search(self, query: str, filters: dict[str, str], top_k: int) -> Any:
         return self.client.search(query, filters=filters, top_k=top_k)
@@ -123,8 +134,12 @@ class LibraryBackend:
         return {"library": "mem0"}
 
     def add(self, text: str, role: str, filters: dict[str, str], metadata: dict[str, Any]) -> Any:
-        return self.memory.add([{"role": role, "content": text}], metadata=metadata or None, infer=self.infer,
-                               **filters)
+        return self.memory.add(
+            [{"role": role, "content": text}],
+            metadata=metadata or None,
+            infer=self.infer,
+            **filters,
+        )
 
     def search(self, query: str, filters: dict[str, str], top_k: int) -> Any:
         return self.memory.search(query, filters=filters, top_k=top_k, threshold=0.0)
@@ -154,16 +169,31 @@ def _results(body: Any) -> list[dict[str, Any]]:
 class Mem0Adapter(MemoryAdapter):
     provider = "mem0"
     label = "Mem0"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "remember", "recall", "search", "update", "forget", "list", "get", "purge", "get_health",
-        "get_capabilities",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "remember",
+            "recall",
+            "search",
+            "update",
+            "forget",
+            "list",
+            "get",
+            "purge",
+            "get_health",
+            "get_capabilities",
+        }
+    )
     shared_isolation = "logical"
     record_kinds = ("fact",)
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
 
-    def __init__(self, *args: Any, backend: Mem0Backend | None = None, namespace: Mem0Namespace | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        backend: Mem0Backend | None = None,
+        namespace: Mem0Namespace | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._backend = backend
         self.namespace = namespace or Mem0Namespace()
@@ -180,9 +210,16 @@ class Mem0Adapter(MemoryAdapter):
 
         secret = self.credential()
         if secret is None:
-            raise AdapterError("The Mem0 platform needs an API key.", retryable=False, reason="credential_missing")
-        return PlatformBackend(MemoryClient(api_key=secret.reveal(), host=self.engine.base_url,
-                                            client=self.http_client(ctx, with_auth=False)))
+            raise AdapterError(
+                "The Mem0 platform needs an API key.", retryable=False, reason="credential_missing"
+            )
+        return PlatformBackend(
+            MemoryClient(
+                api_key=secret.reveal(),
+                host=self.engine.base_url,
+                client=self.http_client(ctx, with_auth=False),
+            )
+        )
 
     def _hit(self, item: dict[str, Any], ctx: OperationContext) -> Hit:
         metadata = dict(item.get("metadata") or {})
@@ -193,11 +230,16 @@ class Mem0Adapter(MemoryAdapter):
             if local:
                 metadata[key] = local
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id, external_id=str(item.get("id")),
-            kind="fact", text=str(item.get("memory") or item.get("text") or ""),
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=str(item.get("id")),
+            kind="fact",
+            text=str(item.get("memory") or item.get("text") or ""),
             provenance={"provider": "mem0", "memory_id": item.get("id"), "hash": item.get("hash")},
-            created_at=item.get("created_at"), updated_at=item.get("updated_at"),
-            metadata=metadata, score=item.get("score"),
+            created_at=item.get("created_at"),
+            updated_at=item.get("updated_at"),
+            metadata=metadata,
+            score=item.get("score"),
         )
 
     def _hits(self, body: Any, ctx: OperationContext, top_k: int) -> list[Hit]:
@@ -211,21 +253,35 @@ class Mem0Adapter(MemoryAdapter):
         return HealthReport("ok", watch.ms, detail)
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
-        body = self.backend(ctx).add(record.text, record.role, self.namespace.filters(ctx), record.metadata)
+        body = self.backend(ctx).add(
+            record.text, record.role, self.namespace.filters(ctx), record.metadata
+        )
         items = _results(body)
-        queued = [item for item in items if item.get("event_id") or str(item.get("status", "")).upper() in
-                  {"PENDING", "RUNNING", "QUEUED"}]
+        queued = [
+            item
+            for item in items
+            if item.get("event_id")
+            or str(item.get("status", "")).upper() in {"PENDING", "RUNNING", "QUEUED"}
+        ]
         if queued:
-            return WriteResult("queued", [], str(queued[0].get("event_id")),
-                               {"status": queued[0].get("status"), "message": queued[0].get("message")})
+            return WriteResult(
+                "queued",
+                [],
+                str(queued[0].get("event_id")),
+                {"status": queued[0].get("status"), "message": queued[0].get("message")},
+            )
         ids = [str(item["id"]) for item in items if item.get("id")]
-        return WriteResult("settled", ids, None, {"events": ",".join(str(i.get("event")) for i in items)})
+        return WriteResult(
+            "settled", ids, None, {"events": ",".join(str(i.get("event")) for i in items)}
+        )
 
     def recall(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
         return self.search(ctx, query=query, top_k=top_k)
 
     def search(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
-        return self._hits(self.backend(ctx).search(query, self.namespace.filters(ctx), top_k), ctx, top_k)
+        return self._hits(
+            self.backend(ctx).search(query, self.namespace.filters(ctx), top_k), ctx, top_k
+        )
 
     def list(self, ctx: OperationContext, *, limit: int) -> list[Hit]:
         return self._hits(self.backend(ctx).get_all(self.namespace.filters(ctx), limit), ctx, limit)
@@ -233,7 +289,9 @@ class Mem0Adapter(MemoryAdapter):
     def get(self, ctx: OperationContext, *, external_id: str) -> Hit:
         item = self.backend(ctx).get(external_id)
         if not isinstance(item, dict) or not item.get("id"):
-            raise AdapterError("Mem0 has no such memory.", retryable=False, reason="not_found", status=404)
+            raise AdapterError(
+                "Mem0 has no such memory.", retryable=False, reason="not_found", status=404
+            )
         self._check_scope(item, ctx)
         hit = self._hit(item, ctx)
         hit.rank = 1
@@ -244,7 +302,9 @@ class Mem0Adapter(MemoryAdapter):
         wanted = self.namespace.filters(ctx)
         for key, value in wanted.items():
             if item.get(key) not in (None, value):
-                raise AdapterError("Mem0 has no such memory.", retryable=False, reason="not_found", status=404)
+                raise AdapterError(
+                    "Mem0 has no such memory.", retryable=False, reason="not_found", status=404
+                )
 
     def update(self, ctx: OperationContext, *, external_id: str, text: str) -> WriteResult:
         backend = self.backend(ctx)

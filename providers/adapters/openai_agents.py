@@ -63,14 +63,24 @@ def _is_message(item: Any) -> bool:
 class OpenAIAgentsAdapter(MemoryAdapter):
     provider = "openai_agents"
     label = "OpenAI Agents SDK session"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "remember", "recall", "list", "get", "purge", "get_health", "get_capabilities",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "remember",
+            "recall",
+            "list",
+            "get",
+            "purge",
+            "get_health",
+            "get_capabilities",
+        }
+    )
     shared_isolation = "none"
     session_memory = True
     record_kinds = ("message",)
 
-    def __init__(self, *args: Any, session_factory: SessionFactory | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, session_factory: SessionFactory | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._session_factory = session_factory
 
@@ -87,7 +97,9 @@ class OpenAIAgentsAdapter(MemoryAdapter):
 
     def session_key(self, ctx: OperationContext) -> str:
         if not ctx.session_id:
-            raise AdapterError("Agents SDK sessions need a session id.", retryable=False, reason="scope_required")
+            raise AdapterError(
+                "Agents SDK sessions need a session id.", retryable=False, reason="scope_required"
+            )
         if self._session_factory is not None:
             return f"{ctx.tenant_slug}:{ctx.agent_id or '_'}:{ctx.session_id}"
         return ctx.session_id
@@ -100,8 +112,12 @@ class OpenAIAgentsAdapter(MemoryAdapter):
         from openai import AsyncOpenAI
 
         secret = self.credential()
-        client = AsyncOpenAI(api_key=secret.reveal() if secret else "unset", base_url=self.engine.base_url,
-                             http_client=self.async_http_client(ctx, with_auth=False), max_retries=0)
+        client = AsyncOpenAI(
+            api_key=secret.reveal() if secret else "unset",
+            base_url=self.engine.base_url,
+            http_client=self.async_http_client(ctx, with_auth=False),
+            max_retries=0,
+        )
         return OpenAIConversationsSession(conversation_id=key, openai_client=client)
 
     def _items(self, ctx: OperationContext, limit: int | None) -> list[dict[str, Any]]:
@@ -109,12 +125,24 @@ class OpenAIAgentsAdapter(MemoryAdapter):
         return list(run_sync(lambda: session.get_items(limit=limit)))
 
     def _hit(self, item: dict[str, Any], position: int, ctx: OperationContext) -> Hit:
-        external_id = str(item.get("id") or "sha:" + hashlib.sha256(
-            json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()[:24])
+        external_id = str(
+            item.get("id")
+            or "sha:"
+            + hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()[
+                :24
+            ]
+        )
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id, external_id=external_id, kind="message",
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=external_id,
+            kind="message",
             text=_text(item),
-            provenance={"provider": "openai_agents", "session_id": ctx.session_id, "position": position},
+            provenance={
+                "provider": "openai_agents",
+                "session_id": ctx.session_id,
+                "position": position,
+            },
             metadata={"role": item.get("role"), "durable": False, "status": item.get("status")},
         )
 
@@ -138,7 +166,9 @@ class OpenAIAgentsAdapter(MemoryAdapter):
         return HealthReport("ok", watch.ms, {"sessions": "conversations_api"})
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
-        role = record.role if record.role in {"user", "assistant", "system", "developer"} else "user"
+        role = (
+            record.role if record.role in {"user", "assistant", "system", "developer"} else "user"
+        )
         session = self.session(ctx)
         run_sync(lambda: session.add_items([{"role": role, "content": record.text}]))
         return WriteResult("settled", [], None, {"session_id": ctx.session_id})

@@ -37,9 +37,16 @@ SCOPES = ("edges", "nodes", "episodes")
 class ZepAdapter(MemoryAdapter):
     provider = "zep"
     label = "Zep"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset({
-        "remember", "recall", "search", "forget", "get_health", "get_capabilities",
-    })
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
+        {
+            "remember",
+            "recall",
+            "search",
+            "forget",
+            "get_health",
+            "get_capabilities",
+        }
+    )
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("edge", "entity", "episode", "summary")
@@ -63,9 +70,16 @@ class ZepAdapter(MemoryAdapter):
 
         secret = self.credential()
         if secret is None:
-            raise AdapterError("Zep needs an API key.", retryable=False, reason="credential_missing")
-        return Zep(api_key=secret.reveal(), base_url=self.engine.base_url, max_retries=0,
-                   follow_redirects=False, httpx_client=self.http_client(ctx, with_auth=False))
+            raise AdapterError(
+                "Zep needs an API key.", retryable=False, reason="credential_missing"
+            )
+        return Zep(
+            api_key=secret.reveal(),
+            base_url=self.engine.base_url,
+            max_retries=0,
+            follow_redirects=False,
+            httpx_client=self.http_client(ctx, with_auth=False),
+        )
 
     @staticmethod
     def graph_id(ctx: OperationContext) -> str:
@@ -73,38 +87,71 @@ class ZepAdapter(MemoryAdapter):
             return f"{ctx.tenant_slug}:{ctx.user_id}"
         if ctx.agent_id:
             return f"{ctx.tenant_slug}:agent:{ctx.agent_id}"
-        raise AdapterError("Zep needs a user or agent scope.", retryable=False, reason="scope_required")
+        raise AdapterError(
+            "Zep needs a user or agent scope.", retryable=False, reason="scope_required"
+        )
 
     # -- records ---------------------------------------------------------------
 
-    def _base(self, item: Any, kind: str, text: str, provenance: dict[str, Any], metadata: dict[str, Any]) -> Hit:
+    def _base(
+        self, item: Any, kind: str, text: str, provenance: dict[str, Any], metadata: dict[str, Any]
+    ) -> Hit:
         return Hit(
-            provider_id=self.provider, engine_id=self.engine.engine_id,
-            external_id=f"{kind}:{item.uuid_}", kind=kind, text=text,
+            provider_id=self.provider,
+            engine_id=self.engine.engine_id,
+            external_id=f"{kind}:{item.uuid_}",
+            kind=kind,
+            text=text,
             provenance={"provider": "zep", "uuid": item.uuid_, **provenance},
-            created_at=getattr(item, "created_at", None), metadata=metadata,
-            score=getattr(item, "score", None) if getattr(item, "score", None) is not None
+            created_at=getattr(item, "created_at", None),
+            metadata=metadata,
+            score=getattr(item, "score", None)
+            if getattr(item, "score", None) is not None
             else getattr(item, "relevance", None),
         )
 
     def edge_hit(self, edge: Any) -> Hit:
-        return self._base(edge, "edge", edge.fact or "", {"episodes": ",".join(edge.episode_uuids or [])}, {
-            "subject": edge.source_node_name, "predicate": edge.name, "object": edge.target_node_name,
-            "valid_at": edge.valid_at, "invalid_at": edge.invalid_at, "expired_at": edge.expired_at,
-            "source_node_uuid": edge.source_node_uuid, "target_node_uuid": edge.target_node_uuid,
-        })
+        return self._base(
+            edge,
+            "edge",
+            edge.fact or "",
+            {"episodes": ",".join(edge.episode_uuids or [])},
+            {
+                "subject": edge.source_node_name,
+                "predicate": edge.name,
+                "object": edge.target_node_name,
+                "valid_at": edge.valid_at,
+                "invalid_at": edge.invalid_at,
+                "expired_at": edge.expired_at,
+                "source_node_uuid": edge.source_node_uuid,
+                "target_node_uuid": edge.target_node_uuid,
+            },
+        )
 
     def node_hit(self, node: Any) -> Hit:
         text = f"{node.name}: {node.summary}" if node.summary else str(node.name or "")
         return self._base(node, "entity", text, {}, {"name": node.name, "labels": node.labels})
 
     def episode_hit(self, episode: Any) -> Hit:
-        return self._base(episode, "episode", episode.content or "", {
-            "source": episode.source, "thread_uuid": episode.thread_uuid,
-        }, {"role": episode.role, "processed": episode.processed, "source_description": episode.source_description,
-            **(episode.metadata or {})})
+        return self._base(
+            episode,
+            "episode",
+            episode.content or "",
+            {
+                "source": episode.source,
+                "thread_uuid": episode.thread_uuid,
+            },
+            {
+                "role": episode.role,
+                "processed": episode.processed,
+                "source_description": episode.source_description,
+                **(episode.metadata or {}),
+            },
+        )
 
-    def _search(self, ctx: OperationContext, query: str, top_k: int, scopes: list[str]) -> list[list[Hit]]:
+    def _search(
+        self, ctx: OperationContext, query: str, top_k: int, scopes: list[str]
+    ) -> list[list[Hit]]:
         client = self.client(ctx)
         graph_id = self.graph_id(ctx)
         lists: list[list[Hit]] = []
@@ -121,11 +168,20 @@ class ZepAdapter(MemoryAdapter):
         if self.engine.options.get("include_context"):
             context = client.graph.get_context(graph_id, query=query)
             if context.context:
-                lists.insert(0, [Hit(
-                    provider_id=self.provider, engine_id=self.engine.engine_id,
-                    external_id=f"context:{graph_id}", kind="summary", text=context.context,
-                    provenance={"provider": "zep", "graph": graph_id}, metadata={"truncated": context.truncated},
-                )])
+                lists.insert(
+                    0,
+                    [
+                        Hit(
+                            provider_id=self.provider,
+                            engine_id=self.engine.engine_id,
+                            external_id=f"context:{graph_id}",
+                            kind="summary",
+                            text=context.context,
+                            provenance={"provider": "zep", "graph": graph_id},
+                            metadata={"truncated": context.truncated},
+                        )
+                    ],
+                )
         return lists
 
     @staticmethod
@@ -151,11 +207,20 @@ class ZepAdapter(MemoryAdapter):
     def search(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
         return self.interleave(self._search(ctx, query, top_k, list(SCOPES)), top_k)
 
-    def search_graph(self, ctx: OperationContext, *, query: str, top_k: int, dataset: str | None = None,
-                     search_type: str | None = None) -> list[Hit]:
+    def search_graph(
+        self,
+        ctx: OperationContext,
+        *,
+        query: str,
+        top_k: int,
+        dataset: str | None = None,
+        search_type: str | None = None,
+    ) -> list[Hit]:
         scope = search_type or "edges"
         if scope not in SCOPES:
-            raise AdapterError(f"Zep searches {', '.join(SCOPES)}.", retryable=False, reason="request_refused")
+            raise AdapterError(
+                f"Zep searches {', '.join(SCOPES)}.", retryable=False, reason="request_refused"
+            )
         return self.interleave(self._search(ctx, query, top_k, [scope]), top_k)
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
@@ -165,22 +230,32 @@ class ZepAdapter(MemoryAdapter):
         graph_id = self.graph_id(ctx)
         kind = "message" if record.kind == "message" else "text"
         try:
-            result = client.graph.episode.add(graph_id, data=record.text, type=kind, metadata=record.metadata or None)
+            result = client.graph.episode.add(
+                graph_id, data=record.text, type=kind, metadata=record.metadata or None
+            )
         except NotFoundError:
             # First write for this user: Zep users (and their graphs) are created explicitly.
             client.user.create(user_id=graph_id, metadata={"fedmem_tenant": ctx.tenant_slug})
-            result = client.graph.episode.add(graph_id, data=record.text, type=kind, metadata=record.metadata or None)
+            result = client.graph.episode.add(
+                graph_id, data=record.text, type=kind, metadata=record.metadata or None
+            )
         episode, task = result.episode, result.task
         episode_id = f"episode:{episode.uuid_}" if episode and episode.uuid_ else None
         if episode is not None and episode.processed:
             return WriteResult("settled", [episode_id] if episode_id else [])
-        return WriteResult("queued", [episode_id] if episode_id else [], task.uuid_ if task else None,
-                           {"task_status": task.status if task else None})
+        return WriteResult(
+            "queued",
+            [episode_id] if episode_id else [],
+            task.uuid_ if task else None,
+            {"task_status": task.status if task else None},
+        )
 
     def forget(self, ctx: OperationContext, *, external_id: str) -> WriteResult:
         kind, _, uuid = external_id.partition(":")
         if kind != "episode" or not uuid:
             # Edges and nodes are derived by Zep from episodes; forgetting is done at the source.
-            raise AdapterError("Only Zep episodes can be forgotten.", retryable=False, reason="request_refused")
+            raise AdapterError(
+                "Only Zep episodes can be forgotten.", retryable=False, reason="request_refused"
+            )
         self.client(ctx).graph.episode.delete(self.graph_id(ctx), uuid)
         return WriteResult("settled", [external_id])

@@ -197,7 +197,8 @@ class EngineCredentialView(APIView):
             raise Unprocessable(
                 "The builtin engine takes no credential.", code="memory_engine_no_credential"
             )
-        # A platform admin sees every instance; a tenant credential only goes on one the tenant can use.
+        # A platform admin sees every instance; a tenant credential only goes on one
+        # the tenant can use.
         engine = selectors.engine_for_tenant(tenant, engine_id)
         _require_role(request, tenant, (Role.TENANT_ADMIN,), "managing engine credentials")
         return tenant, engine

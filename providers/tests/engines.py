@@ -40,7 +40,12 @@ def custom_engine(
 
     def remember(req):
         body = req.json
-        record = {"id": str(next(ids)), "kind": body["kind"], "text": body["text"], "metadata": body["metadata"]}
+        record = {
+            "id": str(next(ids)),
+            "kind": body["kind"],
+            "text": body["text"],
+            "metadata": body["metadata"],
+        }
         store.append(record)
         return Resp(201, {"id": record["id"], "status": "settled"})
 
@@ -63,7 +68,9 @@ def custom_engine(
     def delete(req):
         before = len(store)
         store[:] = [r for r in store if r["id"] != req.params["id"]]
-        return Resp(204 if len(store) < before else 404, None if len(store) < before else {"detail": "nf"})
+        return Resp(
+            204 if len(store) < before else 404, None if len(store) < before else {"detail": "nf"}
+        )
 
     server.route("GET", "/health", health)
     server.route("POST", "/recall", query)
@@ -82,4 +89,6 @@ def declare(engine_id: str, url: str, *, tenant=None, provider: str = "custom", 
 
     fields.setdefault("access_control", AccessControl.NONE)
     fields.setdefault("allow_development_hosts", True)
-    return EngineInstance.objects.create(id=engine_id, provider=provider, base_url=url, tenant=tenant, **fields)
+    return EngineInstance.objects.create(
+        id=engine_id, provider=provider, base_url=url, tenant=tenant, **fields
+    )

@@ -45,11 +45,20 @@ def test_list_shows_builtin_shared_and_own_dedicated_only(world, engines, as_use
         response = client.get(ENGINES)
         assert response.status_code == 200
         assert _ids(response) == ["builtin", "acme-custom", "shared-custom"]
-    assert _ids(as_user(world.outsider).get(ENGINES)) == ["builtin", "globex-custom", "shared-custom"]
+    assert _ids(as_user(world.outsider).get(ENGINES)) == [
+        "builtin",
+        "globex-custom",
+        "shared-custom",
+    ]
 
 
 def test_platform_admin_sees_every_instance(world, engines, platform_admin, as_user):
-    assert _ids(as_user(platform_admin).get(ENGINES)) == ["builtin", "acme-custom", "globex-custom", "shared-custom"]
+    assert _ids(as_user(platform_admin).get(ENGINES)) == [
+        "builtin",
+        "acme-custom",
+        "globex-custom",
+        "shared-custom",
+    ]
 
 
 def test_list_never_shows_a_credential_reference(world, engines, as_user, platform_admin):
@@ -80,16 +89,26 @@ def test_list_query_count_is_pinned(world, engines, as_user, django_assert_max_n
 
 
 def _new(**fields):
-    body = {"id": "mem0-prod", "provider": "mem0", "base_url": "https://api.mem0.example",
-            "credential_ref": "env://FEDMEM_CRED_MEM0", "access_control": "platform_key",
-            "options": {}}
+    body = {
+        "id": "mem0-prod",
+        "provider": "mem0",
+        "base_url": "https://api.mem0.example",
+        "credential_ref": "env://FEDMEM_CRED_MEM0",
+        "access_control": "platform_key",
+        "options": {},
+    }
     body.update(fields)
     return body
 
 
 def test_declare_requires_platform_admin(world, as_user, as_agent):
     assert_error(APIClient().post(ENGINES, _new(), format="json"), 401)
-    for client in (as_user(world.admin), as_user(world.owner), as_user(world.auditor), as_agent(world.agent)):
+    for client in (
+        as_user(world.admin),
+        as_user(world.owner),
+        as_user(world.auditor),
+        as_agent(world.agent),
+    ):
         assert_error(client.post(ENGINES, _new(), format="json"), 403, "permission_denied")
     assert not EngineInstance.objects.exists()
 
@@ -101,28 +120,33 @@ def test_platform_admin_declares_shared_and_dedicated_instances(world, platform_
     body = response.json()
     assert body["id"] == "mem0-prod" and body["shared"] is True and body["tenant"] is None
     assert "credential_ref" not in body and "FEDMEM_CRED" not in response.content.decode()
-    response = client.post(ENGINES, _new(id="zep-globex", provider="zep", tenant="globex", options={}), format="json")
+    response = client.post(
+        ENGINES, _new(id="zep-globex", provider="zep", tenant="globex", options={}), format="json"
+    )
     assert response.status_code == 201, response.content
     assert EngineInstance.objects.get(pk="zep-globex").tenant == world.other_tenant
 
 
-@pytest.mark.parametrize(("fields", "field"), [
-    ({"provider": "nope"}, "provider"),
-    ({"id": "builtin"}, "id"),
-    ({"id": "Not A Slug"}, "id"),
-    ({"base_url": "ftp://x.example"}, "base_url"),
-    ({"base_url": "https://user:pw@x.example"}, "base_url"),
-    ({"base_url": "https://10.0.0.5"}, "base_url"),
-    ({"base_url": "https://169.254.169.254/latest"}, "base_url"),
-    ({"credential_ref": "env://DATABASE_URL"}, "credential_ref"),
-    ({"credential_ref": "plain-secret-value"}, "credential_ref"),
-    ({"credential_ref": ""}, "credential_ref"),
-    ({"access_control": "none"}, "credential_ref"),
-    ({"options": {"nope": 1}}, "options"),
-    ({"tls_verify": False}, "tls_verify"),
-    ({"timeout_seconds": 0}, "timeout_seconds"),
-    ({"tenant": "no-such-tenant"}, "tenant"),
-])
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"provider": "nope"}, "provider"),
+        ({"id": "builtin"}, "id"),
+        ({"id": "Not A Slug"}, "id"),
+        ({"base_url": "ftp://x.example"}, "base_url"),
+        ({"base_url": "https://user:pw@x.example"}, "base_url"),
+        ({"base_url": "https://10.0.0.5"}, "base_url"),
+        ({"base_url": "https://169.254.169.254/latest"}, "base_url"),
+        ({"credential_ref": "env://DATABASE_URL"}, "credential_ref"),
+        ({"credential_ref": "plain-secret-value"}, "credential_ref"),
+        ({"credential_ref": ""}, "credential_ref"),
+        ({"access_control": "none"}, "credential_ref"),
+        ({"options": {"nope": 1}}, "options"),
+        ({"tls_verify": False}, "tls_verify"),
+        ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"tenant": "no-such-tenant"}, "tenant"),
+    ],
+)
 def test_declare_refuses_bad_input(world, platform_admin, as_user, fields, field):
     error = assert_error(as_user(platform_admin).post(ENGINES, _new(**fields), format="json"), 400)
     assert field in error["details"]["fields"]
@@ -132,13 +156,18 @@ def test_declare_refuses_bad_input(world, platform_admin, as_user, fields, field
 def test_plain_http_engines_need_the_switch(world, platform_admin, as_user, settings):
     settings.FEDMEM_ENGINES_ALLOW_HTTP = False
     settings.DEBUG = False
-    error = assert_error(as_user(platform_admin).post(ENGINES, _new(base_url="http://api.example"), format="json"), 400)
+    error = assert_error(
+        as_user(platform_admin).post(ENGINES, _new(base_url="http://api.example"), format="json"),
+        400,
+    )
     assert "FEDMEM_ENGINES_ALLOW_HTTP" in error["message"]
 
 
 def test_development_instances_may_use_loopback(world, platform_admin, as_user):
     response = as_user(platform_admin).post(
-        ENGINES, _new(base_url="http://127.0.0.1:8000", allow_development_hosts=True, tls_verify=False), format="json"
+        ENGINES,
+        _new(base_url="http://127.0.0.1:8000", allow_development_hosts=True, tls_verify=False),
+        format="json",
     )
     assert response.status_code == 201, response.content
 
@@ -178,11 +207,16 @@ def test_capabilities_are_readable_without_credential_or_call(world, engines, as
     assert server.connections == 0
     acme = as_user(world.owner).get(f"{ENGINES}/acme-custom/capabilities").json()
     assert acme["isolation"] == "dedicated"
-    assert as_user(world.owner).get(f"{ENGINES}/shared-custom/capabilities").json()["isolation"] == "none"
+    assert (
+        as_user(world.owner).get(f"{ENGINES}/shared-custom/capabilities").json()["isolation"]
+        == "none"
+    )
 
 
 def test_capabilities_of_a_foreign_dedicated_engine_are_404(world, engines, as_user):
-    assert_error(as_user(world.owner).get(f"{ENGINES}/globex-custom/capabilities"), 404, "engine_not_found")
+    assert_error(
+        as_user(world.owner).get(f"{ENGINES}/globex-custom/capabilities"), 404, "engine_not_found"
+    )
     assert_error(APIClient().get(f"{ENGINES}/shared-custom/capabilities"), 401)
 
 
@@ -202,30 +236,45 @@ def test_health_refuses_other_callers(world, engines, platform_admin, as_user, a
     assert_error(as_agent(world.agent).get(f"{ENGINES}/shared-custom/health"), 403)
     only_platform = f.member(f.TenantFactory(slug="ops"), Role.PLATFORM_ADMIN, username="ops-admin")
     assert_error(as_user(only_platform).get(f"{ENGINES}/shared-custom/health"), 403)
-    assert_error(as_user(world.owner).get(f"{ENGINES}/globex-custom/health"), 404, "engine_not_found")
+    assert_error(
+        as_user(world.owner).get(f"{ENGINES}/globex-custom/health"), 404, "engine_not_found"
+    )
 
 
 def test_health_of_an_unreachable_engine_is_502(world, engines, as_user):
     server = engines[0]
     server.stop()
-    error = assert_error(as_user(world.owner).get(f"{ENGINES}/shared-custom/health"), 502, "memory_engine_unavailable")
+    error = assert_error(
+        as_user(world.owner).get(f"{ENGINES}/shared-custom/health"),
+        502,
+        "memory_engine_unavailable",
+    )
     assert error["details"]["retryable"] is True
 
 
 def test_health_of_a_failing_engine_is_502(world, local_server, as_user):
     server = custom_engine(server=local_server(), status=503)
     declare("broken", server.url)
-    assert_error(as_user(world.owner).get(f"{ENGINES}/broken/health"), 502, "memory_engine_unavailable")
+    assert_error(
+        as_user(world.owner).get(f"{ENGINES}/broken/health"), 502, "memory_engine_unavailable"
+    )
 
 
 def test_health_carries_the_tenants_own_credential(world, local_server, as_user, monkeypatch):
     server = custom_engine(server=local_server())
-    declare("keyed", server.url, access_control=AccessControl.PLATFORM_KEY, credential_ref="env://FEDMEM_CRED_PLATFORM")
+    declare(
+        "keyed",
+        server.url,
+        access_control=AccessControl.PLATFORM_KEY,
+        credential_ref="env://FEDMEM_CRED_PLATFORM",
+    )
     monkeypatch.setenv("FEDMEM_CRED_PLATFORM", "platform-secret")
     monkeypatch.setenv("FEDMEM_CRED_ACME", "acme-secret")
     as_user(world.owner).get(f"{ENGINES}/keyed/health")
     assert server.requests[-1].headers["authorization"] == "Bearer platform-secret"
-    as_user(world.admin).put(f"{ENGINES}/keyed/credential", {"credential_ref": "env://FEDMEM_CRED_ACME"}, format="json")
+    as_user(world.admin).put(
+        f"{ENGINES}/keyed/credential", {"credential_ref": "env://FEDMEM_CRED_ACME"}, format="json"
+    )
     as_user(world.owner).get(f"{ENGINES}/keyed/health")
     assert server.requests[-1].headers["authorization"] == "Bearer acme-secret"
     assert "traceparent" in server.requests[-1].headers
@@ -234,7 +283,9 @@ def test_health_carries_the_tenants_own_credential(world, local_server, as_user,
 def test_health_of_a_tenant_key_engine_without_credential_is_502(world, local_server, as_user):
     server = custom_engine(server=local_server())
     declare("byok", server.url, access_control=AccessControl.TENANT_KEY)
-    error = assert_error(as_user(world.owner).get(f"{ENGINES}/byok/health"), 502, "memory_engine_unavailable")
+    error = assert_error(
+        as_user(world.owner).get(f"{ENGINES}/byok/health"), 502, "memory_engine_unavailable"
+    )
     assert error["details"]["reason"] == "credential_unavailable"
     assert server.connections == 0
 
@@ -245,16 +296,20 @@ def test_health_of_a_tenant_key_engine_without_credential_is_502(world, local_se
 def test_tenant_admin_sets_rotates_and_removes_the_credential(world, engines, as_user):
     client = as_user(world.admin)
     url = f"{ENGINES}/shared-custom/credential"
-    EngineInstance.objects.filter(pk="shared-custom").update(access_control=AccessControl.TENANT_KEY)
+    EngineInstance.objects.filter(pk="shared-custom").update(
+        access_control=AccessControl.TENANT_KEY
+    )
     response = client.put(url, {"credential_ref": "env://FEDMEM_CRED_ACME"}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["has_credential"] is True and response.json()["scheme"] == "env"
     assert "FEDMEM_CRED_ACME" not in response.content.decode()
-    response = client.put(url, {"credential_ref": "openbao://secret/fedmem/tenants/acme/custom#key"}, format="json")
-    assert response.json()["scheme"] == "openbao"
-    assert TenantEngineCredential.objects.get(engine_id="shared-custom", tenant=world.tenant).credential_ref.startswith(
-        "openbao://"
+    response = client.put(
+        url, {"credential_ref": "openbao://secret/fedmem/tenants/acme/custom#key"}, format="json"
     )
+    assert response.json()["scheme"] == "openbao"
+    assert TenantEngineCredential.objects.get(
+        engine_id="shared-custom", tenant=world.tenant
+    ).credential_ref.startswith("openbao://")
     assert client.delete(url).status_code == 204
     assert_error(client.delete(url), 404, "engine_credential_not_found")
 
@@ -266,15 +321,26 @@ def test_credential_routes_refuse_other_callers(world, engines, platform_admin, 
     assert_error(as_agent(world.agent).put(url, body, format="json"), 403)
     for user in (world.owner, world.auditor, world.officer, platform_admin):
         assert_error(as_user(user).put(url, body, format="json"), 403)
-    assert_error(as_user(world.admin).put(f"{ENGINES}/globex-custom/credential", body, format="json"), 404)
-    assert_error(as_user(world.admin).put(f"{ENGINES}/builtin/credential", body, format="json"), 422)
+    assert_error(
+        as_user(world.admin).put(f"{ENGINES}/globex-custom/credential", body, format="json"), 404
+    )
+    assert_error(
+        as_user(world.admin).put(f"{ENGINES}/builtin/credential", body, format="json"), 422
+    )
 
 
 def test_credential_refuses_bad_and_foreign_references(world, engines, as_user):
     url = f"{ENGINES}/shared-custom/credential"
-    EngineInstance.objects.filter(pk="shared-custom").update(access_control=AccessControl.TENANT_KEY)
+    EngineInstance.objects.filter(pk="shared-custom").update(
+        access_control=AccessControl.TENANT_KEY
+    )
     client = as_user(world.admin)
-    for ref in ["openbao://secret/fedmem/tenants/globex/custom#key", "env://DATABASE_URL", "sk-live-123", ""]:
+    for ref in [
+        "openbao://secret/fedmem/tenants/globex/custom#key",
+        "env://DATABASE_URL",
+        "sk-live-123",
+        "",
+    ]:
         error = assert_error(client.put(url, {"credential_ref": ref}, format="json"), 400)
         if ref:
             assert ref not in error["message"]
@@ -283,8 +349,11 @@ def test_credential_refuses_bad_and_foreign_references(world, engines, as_user):
 
 def test_credential_on_an_engine_without_access_control_is_422(world, engines, as_user):
     error = assert_error(
-        as_user(world.admin).put(f"{ENGINES}/shared-custom/credential", {"credential_ref": "env://FEDMEM_CRED_X"},
-                                 format="json"),
+        as_user(world.admin).put(
+            f"{ENGINES}/shared-custom/credential",
+            {"credential_ref": "env://FEDMEM_CRED_X"},
+            format="json",
+        ),
         422,
     )
     assert error["code"] == "memory_engine_no_credential"
@@ -293,6 +362,9 @@ def test_credential_on_an_engine_without_access_control_is_422(world, engines, a
 def test_the_openapi_schema_describes_the_routes(world, as_user):
     response = as_user(world.owner).get("/v1/schema", HTTP_ACCEPT="application/json")
     text = response.content.decode()
-    for path in ("/v1/memory/engines", "/v1/memory/engines/{engine_id}/health",
-                 "/v1/memory/agents/{agent_id}/federated/recall"):
+    for path in (
+        "/v1/memory/engines",
+        "/v1/memory/engines/{engine_id}/health",
+        "/v1/memory/agents/{agent_id}/federated/recall",
+    ):
         assert path in text

@@ -25,7 +25,10 @@ def test_every_adapter_announcement_validates(provider, tenant_id):
     announcement = klass(engine(provider, tenant_id=tenant_id)).announcement()
     assert contracts.errors("capability_announcement", announcement) == []
     assert announcement["isolation"] == ("dedicated" if tenant_id else klass.shared_isolation)
-    assert set(announcement["capabilities"]["memory"]) | set(announcement["capabilities"]["knowledge"]) <= ALL_CAPABILITIES
+    assert (
+        set(announcement["capabilities"]["memory"]) | set(announcement["capabilities"]["knowledge"])
+        <= ALL_CAPABILITIES
+    )
     assert "get_capabilities" in announcement["capabilities"]["memory"]
 
 
@@ -35,7 +38,8 @@ def test_the_builtin_announcement_validates():
 
 def test_registry_covers_the_issue():
     assert provider_kinds() == sorted(
-        ["mem0", "zep", "graphiti", "letta", "langgraph", "openai_agents", "cognee", "custom"])
+        ["mem0", "zep", "graphiti", "letta", "langgraph", "openai_agents", "cognee", "custom"]
+    )
     with pytest.raises(KeyError):
         adapter_class("nope")
 
@@ -43,9 +47,17 @@ def test_registry_covers_the_issue():
 def test_operation_contexts_validate():
     import time
 
-    context = OperationContext(operation="recall", tenant_id="t", tenant_slug="acme", agent_id="a", user_id="u",
-                               session_id="s", trace_parent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-                               deadline=time.monotonic() + 1, required_isolation="logical")
+    context = OperationContext(
+        operation="recall",
+        tenant_id="t",
+        tenant_slug="acme",
+        agent_id="a",
+        user_id="u",
+        session_id="s",
+        trace_parent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        deadline=time.monotonic() + 1,
+        required_isolation="logical",
+    )
     data = context.to_contract("engine-1")
     assert contracts.errors("operation_context", data) == []
     assert 0 <= data["deadline_ms"] <= 1000
@@ -54,7 +66,12 @@ def test_operation_contexts_validate():
 
 
 def test_announcements_are_rejected_when_wrong():
-    bad = {"schema_version": "1", "provider": "x", "engine_instance": "y",
-           "capabilities": {"memory": ["remember", "teleport"], "knowledge": []},
-           "isolation": "strong", "session_memory": "no"}
+    bad = {
+        "schema_version": "1",
+        "provider": "x",
+        "engine_instance": "y",
+        "capabilities": {"memory": ["remember", "teleport"], "knowledge": []},
+        "isolation": "strong",
+        "session_memory": "no",
+    }
     assert len(contracts.errors("capability_announcement", bad)) == 3

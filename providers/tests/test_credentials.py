@@ -8,7 +8,14 @@ import logging
 import pytest
 
 from providers import credentials
-from providers.credentials import CredentialRefInvalid, CredentialUnavailable, Secret, parse_ref, resolve, validate_ref
+from providers.credentials import (
+    CredentialRefInvalid,
+    CredentialUnavailable,
+    Secret,
+    parse_ref,
+    resolve,
+    validate_ref,
+)
 from providers.tests.servers import LocalServer, Resp
 
 TOKEN = "s.test-openbao-token"
@@ -24,12 +31,27 @@ def kv2_server(secrets: dict[str, dict[str, str]]) -> LocalServer:
         key = f"{req.params['mount']}/{req.params['path']}"
         if key not in secrets:
             return Resp(404, {"errors": []})
-        return Resp(200, {
-            "request_id": "r-1", "lease_id": "", "renewable": False, "lease_duration": 0,
-            "data": {"data": secrets[key], "metadata": {"created_time": "2026-01-01T00:00:00Z", "version": 3,
-                                                         "deletion_time": "", "destroyed": False}},
-            "wrap_info": None, "warnings": None, "auth": None,
-        })
+        return Resp(
+            200,
+            {
+                "request_id": "r-1",
+                "lease_id": "",
+                "renewable": False,
+                "lease_duration": 0,
+                "data": {
+                    "data": secrets[key],
+                    "metadata": {
+                        "created_time": "2026-01-01T00:00:00Z",
+                        "version": 3,
+                        "deletion_time": "",
+                        "destroyed": False,
+                    },
+                },
+                "wrap_info": None,
+                "warnings": None,
+                "auth": None,
+            },
+        )
 
     server.route("GET", r"/v1/(?P<mount>[^/]+)/data/(?P<path>.+)", read)
     return server
@@ -37,10 +59,12 @@ def kv2_server(secrets: dict[str, dict[str, str]]) -> LocalServer:
 
 @pytest.fixture
 def openbao(settings, monkeypatch):
-    server = kv2_server({
-        "secret/fedmem/tenants/acme/mem0": {"api_key": "m0-acme-secret"},
-        "secret/platform/zep": {"api_key": "zep-platform-secret"},
-    })
+    server = kv2_server(
+        {
+            "secret/fedmem/tenants/acme/mem0": {"api_key": "m0-acme-secret"},
+            "secret/platform/zep": {"api_key": "zep-platform-secret"},
+        }
+    )
     settings.FEDMEM_OPENBAO_ADDR = server.url
     monkeypatch.setenv("FEDMEM_OPENBAO_TOKEN", TOKEN)
     yield server
@@ -60,7 +84,12 @@ def test_env_reference_may_come_from_a_file(monkeypatch, tmp_path):
 
 
 def test_env_reference_outside_the_prefix_is_refused():
-    for ref in ["env://DATABASE_URL", "env://FEDMEM_SECRET_KEY", "env://FEDMEM_CRED_", "env://lower"]:
+    for ref in [
+        "env://DATABASE_URL",
+        "env://FEDMEM_SECRET_KEY",
+        "env://FEDMEM_CRED_",
+        "env://lower",
+    ]:
         with pytest.raises(CredentialRefInvalid):
             parse_ref(ref)
 
@@ -111,10 +140,19 @@ def test_openbao_without_token_is_unavailable(openbao, monkeypatch):
         resolve("openbao://secret/platform/zep#api_key")
 
 
-@pytest.mark.parametrize("ref", [
-    "openbao://secret", "openbao://secret/path", "openbao://secret/../x#k", "openbao://secret/p#",
-    "vault://secret/p#k", "https://example.com", "", "env://",
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "openbao://secret",
+        "openbao://secret/path",
+        "openbao://secret/../x#k",
+        "openbao://secret/p#",
+        "vault://secret/p#k",
+        "https://example.com",
+        "",
+        "env://",
+    ],
+)
 def test_malformed_references_are_refused(ref):
     with pytest.raises(CredentialRefInvalid):
         parse_ref(ref)
@@ -122,8 +160,11 @@ def test_malformed_references_are_refused(ref):
 
 def test_a_tenant_reference_is_confined_to_its_own_path():
     validate_ref("openbao://secret/fedmem/tenants/acme/mem0#api_key", tenant_slug="acme")
-    for foreign in ["openbao://secret/fedmem/tenants/globex/mem0#api_key", "openbao://secret/platform/zep#api_key",
-                    "openbao://secret/fedmem/tenants/acme-evil/x#k"]:
+    for foreign in [
+        "openbao://secret/fedmem/tenants/globex/mem0#api_key",
+        "openbao://secret/platform/zep#api_key",
+        "openbao://secret/fedmem/tenants/acme-evil/x#k",
+    ]:
         with pytest.raises(CredentialRefInvalid):
             validate_ref(foreign, tenant_slug="acme")
     validate_ref("openbao://secret/platform/zep#api_key", tenant_slug=None)  # platform admins

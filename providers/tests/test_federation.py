@@ -34,8 +34,18 @@ class StaticSource:
             kind, text, *rest = record
             score = rest[0] if rest else None
             metadata = rest[1] if len(rest) > 1 else {}
-            hits.append(Hit(provider_id=self.provider_id, engine_id=self.engine_id, external_id=f"{self.engine_id}-{position}",
-                            kind=kind, text=text, score=score, metadata=metadata, rank=position))
+            hits.append(
+                Hit(
+                    provider_id=self.provider_id,
+                    engine_id=self.engine_id,
+                    external_id=f"{self.engine_id}-{position}",
+                    kind=kind,
+                    text=text,
+                    score=score,
+                    metadata=metadata,
+                    rank=position,
+                )
+            )
         return hits
 
 
@@ -55,22 +65,34 @@ def test_sources_satisfy_the_protocol():
 
 
 def test_all_sources_answer():
-    result = _run([StaticSource("a", [("fact", "Alice likes tea")]), StaticSource("b", [("fact", "Bob likes jazz")])])
+    result = _run(
+        [
+            StaticSource("a", [("fact", "Alice likes tea")]),
+            StaticSource("b", [("fact", "Bob likes jazz")]),
+        ]
+    )
     assert result["status"] == "ok"
     assert [(s["engine_id"], s["status"], s["count"], s["error"]) for s in result["sources"]] == [
-        ("a", "ok", 1, None), ("b", "ok", 1, None)]
+        ("a", "ok", 1, None),
+        ("b", "ok", 1, None),
+    ]
     assert all(isinstance(s["latency_ms"], int) for s in result["sources"])
 
 
-@pytest.mark.parametrize(("failure", "status"), [
-    (EngineUnavailable("down", retryable=True), "unavailable"),
-    (EngineTimeout("slow", retryable=True), "timed_out"),
-    (AdapterError("bad answer", retryable=False), "error"),
-    (RuntimeError("a bug in a source"), "error"),
-    (federation.SourceFailure("error", "credential_missing", "no key"), "error"),
-])
+@pytest.mark.parametrize(
+    ("failure", "status"),
+    [
+        (EngineUnavailable("down", retryable=True), "unavailable"),
+        (EngineTimeout("slow", retryable=True), "timed_out"),
+        (AdapterError("bad answer", retryable=False), "error"),
+        (RuntimeError("a bug in a source"), "error"),
+        (federation.SourceFailure("error", "credential_missing", "no key"), "error"),
+    ],
+)
 def test_one_failing_source_makes_a_partial_result(failure, status):
-    result = _run([StaticSource("a", [("fact", "Alice likes tea")]), StaticSource("b", fail=failure)])
+    result = _run(
+        [StaticSource("a", [("fact", "Alice likes tea")]), StaticSource("b", fail=failure)]
+    )
     assert result["status"] == "partial"
     failed = result["sources"][1]
     assert failed["status"] == status and failed["count"] == 0 and failed["error"]["message"]
@@ -87,8 +109,12 @@ def test_a_hung_source_is_timed_out_and_the_rest_returned(hang):
 
 
 def test_when_every_source_fails_the_result_says_failed():
-    result = _run([StaticSource("a", fail=EngineUnavailable("down", retryable=True)),
-                   StaticSource("b", fail=AdapterError("bad", retryable=False))])
+    result = _run(
+        [
+            StaticSource("a", fail=EngineUnavailable("down", retryable=True)),
+            StaticSource("b", fail=AdapterError("bad", retryable=False)),
+        ]
+    )
     assert result["status"] == "failed"
     assert result["results"] == []
     assert {s["status"] for s in result["sources"]} == {"unavailable", "error"}
@@ -110,19 +136,24 @@ def test_fusion_is_ordinal_and_ignores_provider_scores():
 
 
 def test_rrf_scores_follow_the_formula():
-    result = _run([StaticSource("a", [("fact", "x"), ("fact", "y")]), StaticSource("b", [("fact", "y")])])
+    result = _run(
+        [StaticSource("a", [("fact", "x"), ("fact", "y")]), StaticSource("b", [("fact", "y")])]
+    )
     scores = {g["text"]: g["rrf_score"] for g in result["results"]}
     assert scores["y"] == pytest.approx(1 / 62 + 1 / 61, abs=1e-6)
     assert scores["x"] == pytest.approx(1 / 61, abs=1e-6)
 
 
 def test_grouping_keeps_every_match_and_respects_kind():
-    a = StaticSource("a", [("fact", "Alice likes  Tea."), ("document", "Alice likes tea")], provider="mem0")
+    a = StaticSource(
+        "a", [("fact", "Alice likes  Tea."), ("document", "Alice likes tea")], provider="mem0"
+    )
     b = StaticSource("b", [("fact", "alice likes tea")], provider="zep")
     groups = _run([a, b])["results"]
     fact = next(g for g in groups if g["kind"] == "fact")
-    assert [(m["engine_id"], m["provider_id"], m["rank"], m["external_id"]) for m in fact["matches"]] == [
-        ("a", "mem0", 1, "a-1"), ("b", "zep", 1, "b-1")]
+    assert [
+        (m["engine_id"], m["provider_id"], m["rank"], m["external_id"]) for m in fact["matches"]
+    ] == [("a", "mem0", 1, "a-1"), ("b", "zep", 1, "b-1")]
     assert any(g["kind"] == "document" for g in groups)
 
 
@@ -140,12 +171,15 @@ def test_output_is_bounded():
     assert len(_run([many], top_k=500)["results"]) == federation.MAX_TOP_K
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("Alice lives in Lisbon", "Alice lives in Porto"),
-    ("Alice likes tea", "Alice does not like tea"),
-    ("Bob's favorite color is blue", "Bob's favorite color is green"),
-    ("The user prefers email", "The user prefers phone calls"),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Alice lives in Lisbon", "Alice lives in Porto"),
+        ("Alice likes tea", "Alice does not like tea"),
+        ("Bob's favorite color is blue", "Bob's favorite color is green"),
+        ("The user prefers email", "The user prefers phone calls"),
+    ],
+)
 def test_contradictions_are_flagged_not_resolved(first, second):
     result = _run([StaticSource("a", [("fact", first)]), StaticSource("b", [("fact", second)])])
     assert len(result["results"]) == 2
@@ -154,23 +188,40 @@ def test_contradictions_are_flagged_not_resolved(first, second):
         assert group["conflict"]["with"][0]["text"] in {first, second} - {group["text"]}
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("Alice likes tea", "Alice likes coffee"),
-    ("Alice lives in Lisbon", "Bob lives in Porto"),
-    ("The deploy is on Tuesday", "The build is green"),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Alice likes tea", "Alice likes coffee"),
+        ("Alice lives in Lisbon", "Bob lives in Porto"),
+        ("The deploy is on Tuesday", "The build is green"),
+    ],
+)
 def test_compatible_statements_are_not_flagged(first, second):
     result = _run([StaticSource("a", [("fact", first)]), StaticSource("b", [("fact", second)])])
     assert all(group["conflict"] is None for group in result["results"])
 
 
 def test_structured_edges_with_one_subject_and_predicate_conflict_unless_retired():
-    alice_acme = ("edge", "Alice works at Acme", None, {"subject": "Alice", "predicate": "WORKS_AT"})
-    alice_globex = ("edge", "Alice is employed by Globex", None, {"subject": "Alice", "predicate": "WORKS_AT"})
+    alice_acme = (
+        "edge",
+        "Alice works at Acme",
+        None,
+        {"subject": "Alice", "predicate": "WORKS_AT"},
+    )
+    alice_globex = (
+        "edge",
+        "Alice is employed by Globex",
+        None,
+        {"subject": "Alice", "predicate": "WORKS_AT"},
+    )
     result = _run([StaticSource("a", [alice_acme]), StaticSource("b", [alice_globex])])
     assert all(g["conflict"] for g in result["results"])
-    retired = ("edge", "Alice is employed by Globex", None,
-               {"subject": "Alice", "predicate": "WORKS_AT", "invalid_at": "2025-01-01T00:00:00Z"})
+    retired = (
+        "edge",
+        "Alice is employed by Globex",
+        None,
+        {"subject": "Alice", "predicate": "WORKS_AT", "invalid_at": "2025-01-01T00:00:00Z"},
+    )
     result = _run([StaticSource("a", [alice_acme]), StaticSource("b", [retired])])
     assert all(g["conflict"] is None for g in result["results"])
 
@@ -186,7 +237,8 @@ def test_a_conflict_outside_the_top_k_stays_visible():
 def test_normalization():
     assert normalize_text("  Alice\u00a0LIKES   tea. ") == "alice likes tea"
     assert normalize_text("\u201cQuoted\u201d") != ""
-    assert normalize_text("Ｆｕｌｌｗｉｄｔｈ") == "fullwidth"
+    fullwidth = "".join(chr(0xFF00 + ord(c) - 0x20) for c in "Fullwidth")  # NFKC folds it
+    assert normalize_text(fullwidth) == "fullwidth"
 
 
 def test_the_builtin_engine_plugs_in_as_a_source():

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from providers.adapters.base import AdapterError, CapabilityUnsupported, MemoryAdapter, NewRecord, RecordRefused
+from providers.adapters.base import (
+    AdapterError,
+    CapabilityUnsupported,
+    MemoryAdapter,
+    NewRecord,
+    RecordRefused,
+)
 from providers.adapters.custom import HttpCustomAdapter
 from providers.tests.adapters.helpers import assert_contract, ctx, engine, key
 from providers.tests.engines import custom_engine
@@ -13,16 +19,28 @@ from providers.tests.servers import LocalServer, Resp
 
 @pytest.fixture
 def server():
-    server = custom_engine([{"id": "r1", "kind": "fact", "text": "Alice prefers tea", "score": 3.5,
-                             "metadata": {"topic": "drinks", "nested": {"a": [1, 2]}},
-                             "provenance": {"source": "crm"}, "created_at": "2026-01-01T00:00:00Z"}])
+    server = custom_engine(
+        [
+            {
+                "id": "r1",
+                "kind": "fact",
+                "text": "Alice prefers tea",
+                "score": 3.5,
+                "metadata": {"topic": "drinks", "nested": {"a": [1, 2]}},
+                "provenance": {"source": "crm"},
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        ]
+    )
     yield server
     server.stop()
 
 
 def test_round_trip(server):
     adapter = HttpCustomAdapter(engine("custom", server.url), credential=key("c-key"))
-    written = adapter.perform("remember", ctx("remember"), record=NewRecord("Alice lives in Lisbon"))
+    written = adapter.perform(
+        "remember", ctx("remember"), record=NewRecord("Alice lives in Lisbon")
+    )
     assert written.status == "settled" and written.external_ids == ["1000"]
     hits = adapter.perform("recall", ctx(), query="alice", top_k=5)
     assert [h.text for h in hits] == ["Alice prefers tea", "Alice lives in Lisbon"]
@@ -38,7 +56,9 @@ def test_round_trip(server):
 
 
 def test_announced_capabilities_can_be_narrowed_and_isolation_declared(server):
-    adapter = HttpCustomAdapter(engine("custom", server.url, capabilities=["recall"], shared_isolation="logical"))
+    adapter = HttpCustomAdapter(
+        engine("custom", server.url, capabilities=["recall"], shared_isolation="logical")
+    )
     assert adapter.announcement()["capabilities"]["memory"] == ["recall", "get_capabilities"]
     assert adapter.isolation == "logical"
     with pytest.raises(CapabilityUnsupported):
@@ -52,10 +72,15 @@ def test_announced_capabilities_can_be_narrowed_and_isolation_declared(server):
 
 def test_a_queued_write_is_never_reported_settled():
     server = LocalServer().start()
-    server.route("POST", "/memories", lambda req: Resp(202, {"id": "q1", "status": "accepted", "event_id": "ev-1"}))
+    server.route(
+        "POST",
+        "/memories",
+        lambda req: Resp(202, {"id": "q1", "status": "accepted", "event_id": "ev-1"}),
+    )
     try:
         result = HttpCustomAdapter(engine("custom", server.url)).perform(
-            "remember", ctx("remember"), record=NewRecord("x"))
+            "remember", ctx("remember"), record=NewRecord("x")
+        )
         assert result.status == "queued" and result.event_id == "ev-1"
     finally:
         server.stop()
@@ -63,8 +88,13 @@ def test_a_queued_write_is_never_reported_settled():
 
 def test_malformed_and_out_of_vocabulary_records_are_refused():
     server = LocalServer().start()
-    answers = iter([{"results": [{"id": "1", "kind": "checkpoint", "text": "state"}]}, {"results": "nope"},
-                    {"results": [{"kind": "fact"}]}])
+    answers = iter(
+        [
+            {"results": [{"id": "1", "kind": "checkpoint", "text": "state"}]},
+            {"results": "nope"},
+            {"results": [{"kind": "fact"}]},
+        ]
+    )
     server.route("POST", "/recall", lambda req: Resp(200, next(answers)))
     try:
         adapter = HttpCustomAdapter(engine("custom", server.url))
@@ -79,8 +109,12 @@ def test_malformed_and_out_of_vocabulary_records_are_refused():
 
 def test_long_text_and_metadata_are_bounded():
     server = LocalServer().start()
-    record = {"id": "x" * 400, "kind": "document", "text": "y" * 20000,
-              "metadata": {f"k{i}": "v" * 900 for i in range(50)}}
+    record = {
+        "id": "x" * 400,
+        "kind": "document",
+        "text": "y" * 20000,
+        "metadata": {f"k{i}": "v" * 900 for i in range(50)},
+    }
     server.route("POST", "/recall", lambda req: Resp(200, {"results": [record]}))
     try:
         adapter = HttpCustomAdapter(engine("custom", server.url))
@@ -104,8 +138,18 @@ class InProcessEngine(MemoryAdapter):
     def recall(self, ctx, *, query, top_k):
         from providers.adapters.base import Hit, ranked
 
-        return ranked([Hit(provider_id=self.provider, engine_id=self.engine.engine_id, external_id="1",
-                           kind="fact", text=f"echo: {query}")], top_k)
+        return ranked(
+            [
+                Hit(
+                    provider_id=self.provider,
+                    engine_id=self.engine.engine_id,
+                    external_id="1",
+                    kind="fact",
+                    text=f"echo: {query}",
+                )
+            ],
+            top_k,
+        )
 
 
 def test_a_subclass_of_the_base_class_is_held_to_the_same_contract():

