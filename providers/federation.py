@@ -417,9 +417,9 @@ def flag_conflicts(groups: Sequence[Group]) -> None:
         for a in positives:
             for b in negatives:
                 link(a, b, key)
-    for subject, members in by_subject.items():
-        for i, (value_a, a) in enumerate(members):
-            for value_b, b in members[i + 1 :]:
+    for subject, valued in by_subject.items():
+        for i, (value_a, a) in enumerate(valued):
+            for value_b, b in valued[i + 1 :]:
                 if value_a != value_b:
                     link(a, b, subject)
 

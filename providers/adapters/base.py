@@ -16,6 +16,7 @@ credential *getter* (so reading capabilities needs no credential) and an
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import json
 import time
@@ -539,7 +540,7 @@ class MemoryAdapter:
         raise self._unsupported("get_health")
 
     def ingest_knowledge(
-        self, ctx: OperationContext, *, dataset: str, documents: list[str]
+        self, ctx: OperationContext, *, dataset: str, documents: builtins.list[str]
     ) -> WriteResult:
         raise self._unsupported("ingest_knowledge")
 
@@ -554,10 +555,10 @@ class MemoryAdapter:
         top_k: int,
         dataset: str | None = None,
         search_type: str | None = None,
-    ) -> list[Hit]:
+    ) -> builtins.list[Hit]:
         raise self._unsupported("search_graph")
 
-    def get_relations(self, ctx: OperationContext, *, external_id: str) -> list[Hit]:
+    def get_relations(self, ctx: OperationContext, *, external_id: str) -> builtins.list[Hit]:
         raise self._unsupported("get_relations")
 
     def delete_dataset(self, ctx: OperationContext, *, dataset: str) -> WriteResult:

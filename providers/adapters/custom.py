@@ -210,7 +210,7 @@ class HttpCustomAdapter(MemoryAdapter):
         )
 
     def list(self, ctx: OperationContext, *, limit: int) -> list[Hit]:
-        params = {"limit": limit, **self._namespace(ctx)}
+        params: dict[str, str | int] = {"limit": limit, **self._namespace(ctx)}
         with self.http_client(ctx) as client:
             body = json_body(
                 check_status(client.get(self._url("/memories"), params=params), self.provider),

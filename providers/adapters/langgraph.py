@@ -220,7 +220,7 @@ class LangGraphAdapter(MemoryAdapter):
             )
         if not isinstance(value, dict):
             raise RecordRefused("A LangGraph item value is a JSON object.", retryable=False)
-        kind = value.get("kind") if value.get("kind") in RECORD_KINDS else "fact"
+        kind = str(value["kind"]) if value.get("kind") in RECORD_KINDS else "fact"
         metadata = {k: v for k, v in value.items() if k not in {"text", "content", "kind"}}
         metadata["namespace"] = "/".join(namespace)
         return Hit(

@@ -115,7 +115,9 @@ class OpenAIAgentsAdapter(MemoryAdapter):
         client = AsyncOpenAI(
             api_key=secret.reveal() if secret else "unset",
             base_url=self.engine.base_url,
-            http_client=self.async_http_client(ctx, with_auth=False),
+            # openai 3.x annotates httpx2's client; httpx's AsyncClient has the same
+            # interface and is what carries the guarded transport (tested end to end).
+            http_client=self.async_http_client(ctx, with_auth=False),  # type: ignore[arg-type]
             max_retries=0,
         )
         return OpenAIConversationsSession(conversation_id=key, openai_client=client)
