@@ -41,7 +41,7 @@ from providers.models import (
     Isolation,
     TenantEngineCredential,
 )
-from providers.selectors import engine_for_tenant, tenant_credential
+from providers.selectors import tenant_credential
 
 audit_log = logging.getLogger("fedmem.audit")
 
@@ -210,21 +210,32 @@ def engine_config(engine: EngineInstance) -> EngineConfig:
     )
 
 
-def credential_ref_for(engine: EngineInstance, tenant: Tenant) -> str | None:
-    """The reference a call for ``tenant`` carries: its own, else the platform's (if allowed)."""
+_LOOK_UP = object()
+
+
+def credential_ref_for(
+    engine: EngineInstance, tenant: Tenant, own_ref: str | object | None = _LOOK_UP
+) -> str | None:
+    """The reference a call for ``tenant`` carries: its own, else the platform's (if
+    allowed); None when the engine takes none, "" when the tenant's is missing.
+    ``own_ref`` lets a caller that loaded the tenant's references in bulk skip the query."""
     if engine.access_control == AccessControl.NONE:
         return None
-    own = tenant_credential(engine, tenant)
-    if own is not None:
-        return own.credential_ref
+    if own_ref is _LOOK_UP:
+        own = tenant_credential(engine, tenant)
+        own_ref = own.credential_ref if own is not None else None
+    if isinstance(own_ref, str) and own_ref:
+        return own_ref
     if engine.access_control == AccessControl.PLATFORM_KEY and engine.credential_ref:
         return engine.credential_ref
     return ""
 
 
-def credential_getter(engine: EngineInstance, tenant: Tenant) -> Callable[[], Secret | None]:
-    """Looked up now (one query), resolved only when a call is made."""
-    ref = credential_ref_for(engine, tenant)
+def credential_getter(
+    engine: EngineInstance, tenant: Tenant, own_ref: str | object | None = _LOOK_UP
+) -> Callable[[], Secret | None]:
+    """The reference is looked up now, resolved only when a call is made."""
+    ref = credential_ref_for(engine, tenant, own_ref)
 
     def get() -> Secret | None:
         if ref is None:
@@ -237,11 +248,17 @@ def credential_getter(engine: EngineInstance, tenant: Tenant) -> Callable[[], Se
 
 
 def adapter_for(
-    engine: EngineInstance, tenant: Tenant, *, resolver: Resolver | None = None
+    engine: EngineInstance,
+    tenant: Tenant,
+    *,
+    resolver: Resolver | None = None,
+    own_ref: str | object | None = _LOOK_UP,
 ) -> MemoryAdapter:
     klass = adapter_class(engine.provider)
     return klass(
-        engine_config(engine), credential=credential_getter(engine, tenant), resolver=resolver
+        engine_config(engine),
+        credential=credential_getter(engine, tenant, own_ref),
+        resolver=resolver,
     )
 
 
@@ -428,14 +445,21 @@ def federated_sources(
                 )
             )
 
+    visible = EngineInstance.objects.visible_to_tenant(tenant)
     if wanted is None:
-        engines = list(EngineInstance.objects.visible_to_tenant(tenant).order_by("id"))
+        engines = list(visible.order_by("id"))
     else:
-        engines = [
-            engine_for_tenant(tenant, engine_id)
-            for engine_id in wanted
-            if engine_id != BUILTIN_ENGINE_ID
-        ]
+        named = [engine_id for engine_id in wanted if engine_id != BUILTIN_ENGINE_ID]
+        found = {engine.id: engine for engine in visible.filter(pk__in=named)}
+        if set(named) - set(found):
+            raise NotFound("Engine not found.", code="engine_not_found")
+        engines = [found[engine_id] for engine_id in named]
+    # One query for the tenant's own references, whatever the number of engines.
+    own_refs = dict(
+        TenantEngineCredential.objects.filter(engine__in=engines, tenant=tenant).values_list(
+            "engine_id", "credential_ref"
+        )
+    )
     for engine in engines:
         announcement = announcement_for(engine)
         if explicit:
@@ -445,7 +469,7 @@ def federated_sources(
             announcement["isolation"], required_isolation
         ):
             continue  # defaults take only the engines this agent may use for recall
-        if credential_ref_for(engine, tenant) == "":
+        if credential_ref_for(engine, tenant, own_refs.get(engine.id)) == "":
             if not explicit:
                 continue
             sources.append(
@@ -461,7 +485,9 @@ def federated_sources(
             )
             continue
         sources.append(
-            federation.AdapterSource(adapter_for(engine, tenant, resolver=resolver), ctx)
+            federation.AdapterSource(
+                adapter_for(engine, tenant, resolver=resolver, own_ref=own_refs.get(engine.id)), ctx
+            )
         )
     if len(sources) > settings.FEDMEM_FEDERATION_MAX_SOURCES:
         sources = sources[: settings.FEDMEM_FEDERATION_MAX_SOURCES]

@@ -28,7 +28,8 @@ class EngineSerializer(serializers.Serializer):
 
 
 class EngineCreateSerializer(serializers.Serializer):
-    id = serializers.SlugField(max_length=63)
+    # Lower-case only: the id is also the contract's ``engine_instance`` slug.
+    id = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)
     provider = serializers.ChoiceField(choices=[])
     base_url = serializers.CharField(max_length=500)
     tenant = serializers.SlugField(

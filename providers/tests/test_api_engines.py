@@ -133,6 +133,7 @@ def test_platform_admin_declares_shared_and_dedicated_instances(world, platform_
         ({"provider": "nope"}, "provider"),
         ({"id": "builtin"}, "id"),
         ({"id": "Not A Slug"}, "id"),
+        ({"id": "Mem0"}, "id"),
         ({"base_url": "ftp://x.example"}, "base_url"),
         ({"base_url": "https://user:pw@x.example"}, "base_url"),
         ({"base_url": "https://10.0.0.5"}, "base_url"),

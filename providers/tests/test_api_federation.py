@@ -245,3 +245,26 @@ def test_the_callers_trace_continues_to_every_engine(world, two_engines, as_agen
     for server in two_engines:
         recall = next(r for r in server.requests if r.path == "/recall")
         assert recall.headers["traceparent"].startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-")
+
+
+def test_recall_query_count_does_not_grow_with_engines(
+    world, local_server, as_agent, django_assert_max_num_queries
+):
+    """Pinned: key lookup, agent gate, engines, the tenant's own references."""
+    client = as_agent(world.agent)
+    for index in range(6):
+        declare(
+            f"engine-{index}",
+            custom_engine(
+                [{"id": "x", "kind": "fact", "text": f"fact {index}"}], server=local_server()
+            ).url,
+            access_control=AccessControl.PLATFORM_KEY if index % 2 else AccessControl.NONE,
+            credential_ref="env://FEDMEM_CRED_BENCH" if index % 2 else "",
+        )
+    client.post(url(world.agent), {"query": "fact"}, format="json")  # warm the key's last_used_at
+    with django_assert_max_num_queries(6):
+        body = client.post(url(world.agent), {"query": "fact"}, format="json").json()
+    assert len(body["sources"]) == 6
+    named = [f"engine-{index}" for index in range(6)]
+    with django_assert_max_num_queries(6):
+        client.post(url(world.agent), {"query": "fact", "engines": named}, format="json")
