@@ -419,6 +419,16 @@ class MemoryAdapter:
             raise CapabilityUnsupported(operation, self.provider)
         if operation == "get_capabilities":
             return self.announcement()
+        # Services refuse weak engines with a 422 first; this is the second lock, so no
+        # path (a task, a future caller) can reach an engine below the required isolation.
+        required = ctx.required_isolation or "none"
+        if ISOLATION_LEVELS.index(self.isolation) < ISOLATION_LEVELS.index(required):
+            raise AdapterError(
+                f"The {self.provider} engine guarantees {self.isolation!r} isolation; "
+                f"{required!r} is required.",
+                retryable=False,
+                reason="isolation_insufficient",
+            )
         method = getattr(self, operation)
         ctx = ctx.for_operation(operation)
         with self.translate_errors():

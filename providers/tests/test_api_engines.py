@@ -85,6 +85,14 @@ def test_list_query_count_is_pinned(world, engines, as_user, django_assert_max_n
     assert len(response.json()) == 8
 
 
+def test_engine_detail(world, engines, as_user, as_agent):
+    assert_error(APIClient().get(f"{ENGINES}/shared-custom"), 401)
+    assert as_agent(world.agent).get(f"{ENGINES}/acme-custom").json()["tenant"] == "acme"
+    assert as_user(world.auditor).get(f"{ENGINES}/builtin").json()["provider"] == "builtin"
+    assert_error(as_user(world.owner).get(f"{ENGINES}/globex-custom"), 404, "engine_not_found")
+    assert_error(as_user(world.owner).get(f"{ENGINES}/{'x' * 200}"), 404, "engine_not_found")
+
+
 # --- declare -------------------------------------------------------------------------
 
 

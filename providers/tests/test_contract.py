@@ -75,3 +75,16 @@ def test_announcements_are_rejected_when_wrong():
         "session_memory": "no",
     }
     assert len(contracts.errors("capability_announcement", bad)) == 3
+
+
+def test_an_adapter_refuses_a_context_requiring_more_isolation_than_it_has():
+    from providers.adapters.base import AdapterError
+
+    adapter = adapter_class("custom")(engine("custom"))  # shared custom: "none"
+    with pytest.raises(AdapterError) as info:
+        adapter.perform("recall", ctx(required_isolation="logical"), query="x", top_k=1)
+    assert info.value.reason == "isolation_insufficient" and not info.value.retryable
+    assert (
+        adapter.perform("get_capabilities", ctx(required_isolation="dedicated"))["isolation"]
+        == "none"
+    )
