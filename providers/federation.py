@@ -22,13 +22,17 @@ with :func:`register_builtin_source`.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
+
+from django.conf import settings
 
 from providers.adapters.base import (
     AdapterError,
@@ -199,6 +203,37 @@ def _error(reason: str, message: str, retryable: bool) -> dict[str, Any]:
     return {"reason": reason, "message": message[:500], "retryable": retryable}
 
 
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    """One process-wide pool. Starting threads per recall costs a scheduling round trip
+    per source (milliseconds on a busy machine) before the first request leaves; pooled
+    threads are already running. A hung source holds a worker only until its egress
+    timeout (never past the engine's ``timeout_seconds``), and a task still queued at
+    its deadline is cancelled, so a saturated pool degrades to timed-out sources,
+    never to a hang."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.FEDMEM_FEDERATION_WORKERS,
+                thread_name_prefix="fedmem-federation",
+            )
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
+    # Threads do not survive fork (Celery prefork workers): the child builds its own pool.
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def fan_out(
     sources: Sequence[RecallSource], *, query: str, top_k: int, timeout_ms: int
 ) -> list[SourceOutcome]:
@@ -206,16 +241,15 @@ def fan_out(
     if not sources:
         return []
     deadline = time.monotonic() + timeout_ms / 1000
-    executor = ThreadPoolExecutor(max_workers=len(sources), thread_name_prefix="fedmem-federation")
-    try:
-        futures: list[Future[SourceOutcome]] = [
-            executor.submit(_run_source, source, query, top_k, deadline) for source in sources
-        ]
-        # _run_source never raises, so FIRST_EXCEPTION simply means "all done or deadline".
-        wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
-    finally:
-        # Never wait for a hung source: its thread ends at its own egress timeout.
-        executor.shutdown(wait=False, cancel_futures=True)
+    executor = _executor()
+    futures: list[Future[SourceOutcome]] = [
+        executor.submit(_run_source, source, query, top_k, deadline) for source in sources
+    ]
+    # _run_source never raises, so FIRST_EXCEPTION simply means "all done or deadline".
+    wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
+    for future in futures:
+        # Never wait for a hung source; a source that has not even started never will.
+        future.cancel()
     outcomes: list[SourceOutcome] = []
     for source, future in zip(sources, futures, strict=True):
         if future.done() and not future.cancelled():

@@ -277,6 +277,8 @@ if "{tenant}" not in FEDMEM_OPENBAO_TENANT_PATH:
     )
 # Federated recall: the most engines one call fans out to, and the default deadline.
 FEDMEM_FEDERATION_MAX_SOURCES = env_int("FEDMEM_FEDERATION_MAX_SOURCES", 16, minimum=1, maximum=64)
+# Worker threads shared by every federated recall of a process.
+FEDMEM_FEDERATION_WORKERS = env_int("FEDMEM_FEDERATION_WORKERS", 64, minimum=4, maximum=1024)
 FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
     "FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS", 3000, minimum=10, maximum=60000
 )
