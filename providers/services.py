@@ -408,6 +408,8 @@ def federated_sources(
     engine_ids: Sequence[str] | None,
     required_isolation: str,
     trace_parent: str | None,
+    user_id: str | None = None,
+    session_id: str | None = None,
     resolver: Resolver | None = None,
 ) -> list[federation.RecallSource]:
     tenant = agent.tenant
@@ -415,6 +417,8 @@ def federated_sources(
         tenant=tenant,
         operation="recall",
         agent=agent,
+        user_id=user_id,
+        session_id=session_id,
         trace_parent=trace_parent,
         required_isolation=required_isolation,
     )
@@ -502,9 +506,13 @@ def federated_recall(
     top_k: int = 10,
     timeout_ms: int | None = None,
     isolation: str | None = None,
+    user_id: str | None = None,
+    session_id: str | None = None,
     trace_parent: str | None = None,
     resolver: Resolver | None = None,
 ) -> dict[str, Any]:
+    """Recall for ``agent`` across engines. ``user_id`` / ``session_id`` narrow the
+    namespace each engine is asked in (the agent's end user, the conversation)."""
     required = _strongest(policy_required_isolation(agent), isolation or Isolation.NONE)
     if engine_ids is None:
         engine_ids = policy_engines(agent)
@@ -513,6 +521,8 @@ def federated_recall(
         engine_ids=engine_ids,
         required_isolation=required,
         trace_parent=trace_parent,
+        user_id=user_id,
+        session_id=session_id,
         resolver=resolver,
     )
     if not sources:

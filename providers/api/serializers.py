@@ -61,6 +61,16 @@ class CapabilitiesSerializer(serializers.Serializer):
     provider = serializers.CharField()
     engine_instance = serializers.CharField()
     capabilities = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+    user_id = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$",
+        required=False,
+        help_text="The agent's end user: narrows the namespace each engine is asked in",
+    )
+    session_id = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        required=False,
+        help_text="The conversation (session memory engines need it)",
+    )
     isolation = serializers.ChoiceField(choices=Isolation.choices)
     session_memory = serializers.BooleanField()
     record_kinds = serializers.ListField(child=serializers.CharField())
@@ -100,6 +110,16 @@ class FederatedRecallRequestSerializer(serializers.Serializer):
     )
     top_k = serializers.IntegerField(min_value=1, max_value=50, default=10)
     timeout_ms = serializers.IntegerField(min_value=10, max_value=60000, required=False)
+    user_id = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$",
+        required=False,
+        help_text="The agent's end user: narrows the namespace each engine is asked in",
+    )
+    session_id = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        required=False,
+        help_text="The conversation (session memory engines need it)",
+    )
     isolation = serializers.ChoiceField(
         choices=Isolation.choices,
         required=False,

@@ -259,6 +259,8 @@ class FederatedRecallView(APIView):
             top_k=data["top_k"],
             timeout_ms=data.get("timeout_ms"),
             isolation=data.get("isolation"),
+            user_id=data.get("user_id"),
+            session_id=data.get("session_id"),
             trace_parent=_trace_parent(request),
         )
         return Response(result)

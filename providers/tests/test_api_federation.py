@@ -98,6 +98,9 @@ def test_access_is_checked(world, two_engines, as_user, as_agent):
         {"query": "x", "engines": []},
         {"query": "x", "isolation": "total"},
         {"query": "x" * 4001},
+        {"query": "x", "user_id": "../etc"},
+        {"query": "x", "session_id": "a b"},
+        {"query": "x", "user_id": "u" * 200},
     ],
 )
 def test_bad_input_is_400(world, two_engines, as_agent, body):
@@ -268,3 +271,15 @@ def test_recall_query_count_does_not_grow_with_engines(
     named = [f"engine-{index}" for index in range(6)]
     with django_assert_max_num_queries(6):
         client.post(url(world.agent), {"query": "fact", "engines": named}, format="json")
+
+
+def test_user_and_session_narrow_the_namespace(world, two_engines, as_agent):
+    body = {"query": "alice", "user_id": "alice@example.com", "session_id": "conv_1"}
+    assert as_agent(world.agent).post(url(world.agent), body, format="json").status_code == 200
+    recall = next(r for r in two_engines[0].requests if r.path == "/recall")
+    assert recall.json["namespace"] == {
+        "tenant": "acme",
+        "agent_id": str(world.agent.pk),
+        "user_id": "alice@example.com",
+        "session_id": "conv_1",
+    }
