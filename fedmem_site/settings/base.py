@@ -275,6 +275,8 @@ if "{tenant}" not in FEDMEM_OPENBAO_TENANT_PATH:
     raise ImproperlyConfigured(
         "FEDMEM_OPENBAO_TENANT_PATH must contain {tenant}, e.g. secret/fedmem/tenants/{tenant}"
     )
+# Import provider SDKs in the background at start-up (some take seconds to import).
+FEDMEM_ENGINES_PRELOAD = env_bool("FEDMEM_ENGINES_PRELOAD", True)
 # Federated recall: the most engines one call fans out to, and the default deadline.
 FEDMEM_FEDERATION_MAX_SOURCES = env_int("FEDMEM_FEDERATION_MAX_SOURCES", 16, minimum=1, maximum=64)
 # Worker threads shared by every federated recall of a process.

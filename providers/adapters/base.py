@@ -360,6 +360,8 @@ class MemoryAdapter:
     record_kinds: ClassVar[tuple[str, ...]] = ()
     # Provider-specific options accepted on the engine instance: name -> type.
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
+    # The SDK modules the adapter imports lazily (see warm()).
+    sdk_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -371,6 +373,15 @@ class MemoryAdapter:
         self.engine = engine
         self._credential = credential or (lambda: None)
         self._resolver = resolver
+
+    @classmethod
+    def warm(cls) -> None:
+        """Import the SDK now. Some SDKs take seconds to import (mem0, the Agents SDK):
+        done on the first recall, that would eat the recall's deadline."""
+        from importlib import import_module
+
+        for module in cls.sdk_modules:
+            import_module(module)
 
     # -- announcement ------------------------------------------------------------
 

@@ -128,6 +128,7 @@ class ServerStore:
 
 class LangGraphAdapter(MemoryAdapter):
     provider = "langgraph"
+    sdk_modules = ("langgraph_sdk.client",)
     label = "LangGraph store"
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(
         {

@@ -42,6 +42,7 @@ def _content(content: Any) -> str:
 
 class LettaAdapter(MemoryAdapter):
     provider = "letta"
+    sdk_modules = ("letta_client",)
     label = "Letta"
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(
         {"recall", "list", "get_health", "get_capabilities"}

@@ -168,6 +168,13 @@ def _results(body: Any) -> list[dict[str, Any]]:
 
 class Mem0Adapter(MemoryAdapter):
     provider = "mem0"
+    sdk_modules = ("mem0",)
+
+    @classmethod
+    def warm(cls) -> None:
+        _quiet_mem0()
+        super().warm()
+
     label = "Mem0"
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(
         {

@@ -62,6 +62,7 @@ def _is_message(item: Any) -> bool:
 
 class OpenAIAgentsAdapter(MemoryAdapter):
     provider = "openai_agents"
+    sdk_modules = ("agents.memory", "openai")
     label = "OpenAI Agents SDK session"
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(
         {

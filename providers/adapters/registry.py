@@ -24,6 +24,18 @@ def provider_kinds() -> list[str]:
     return sorted(ADAPTERS)
 
 
+def warm(providers: list[str] | None = None) -> dict[str, str]:
+    """Import adapters and their SDKs ahead of the first call; report, never raise."""
+    outcome: dict[str, str] = {}
+    for provider in providers or provider_kinds():
+        try:
+            adapter_class(provider).warm()
+            outcome[provider] = "ok"
+        except Exception as exc:  # a missing SDK shows up when that engine is used
+            outcome[provider] = f"{exc.__class__.__name__}: {exc}"[:200]
+    return outcome
+
+
 def adapter_class(provider: str) -> type[MemoryAdapter]:
     try:
         module_name, _, class_name = ADAPTERS[provider].partition(":")

@@ -36,6 +36,7 @@ SCOPES = ("edges", "nodes", "episodes")
 
 class ZepAdapter(MemoryAdapter):
     provider = "zep"
+    sdk_modules = ("zep_cloud.client",)
     label = "Zep"
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(
         {

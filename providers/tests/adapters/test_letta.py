@@ -13,13 +13,13 @@ from providers.tests.servers import LocalServer, Resp
 AGENT = "agent-00000000-0000-4000-8000-000000000001"
 
 
-def letta_server() -> LocalServer:
+def letta_server(tag: str = "fedmem:acme:agent-1") -> LocalServer:
     server = LocalServer().start()
     agents = [
         {
             "id": AGENT,
             "name": "support",
-            "tags": ["fedmem:acme:agent-1"],
+            "tags": [tag],
             "agent_type": "letta_v1_agent",
         }
     ]
