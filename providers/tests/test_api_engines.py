@@ -299,6 +299,18 @@ def test_health_of_a_tenant_key_engine_without_credential_is_502(world, local_se
     assert server.connections == 0
 
 
+def test_health_of_an_engine_not_announcing_it_is_422(world, local_server, as_user):
+    server = custom_engine(server=local_server())
+    declare("recall-only", server.url, options={"capabilities": ["recall"]})
+    error = assert_error(
+        as_user(world.owner).get(f"{ENGINES}/recall-only/health"),
+        422,
+        "memory_capability_unsupported",
+    )
+    assert error["details"] == {"engine_id": "recall-only", "operation": "get_health"}
+    assert server.connections == 0
+
+
 # --- tenant credential ---------------------------------------------------------------
 
 
