@@ -54,6 +54,12 @@ class CredentialUnavailable(CredentialError):
     code = "memory_credential_unavailable"
 
 
+class CredentialMissing(CredentialError):
+    """The tenant has not set the credential a ``tenant_key`` engine needs."""
+
+    code = "memory_engine_credential_missing"
+
+
 class Secret:
     """A resolved credential. Printing, logging or serialising it shows ``***``."""
 

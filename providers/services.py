@@ -31,7 +31,13 @@ from providers.adapters.base import (
     OperationContext,
 )
 from providers.adapters.registry import adapter_class, provider_kinds
-from providers.credentials import CredentialError, Secret, resolve, validate_ref
+from providers.credentials import (
+    CredentialError,
+    CredentialMissing,
+    Secret,
+    resolve,
+    validate_ref,
+)
 from providers.egress import Resolver, address_refusal
 from providers.models import (
     BUILTIN_ENGINE_ID,
@@ -241,7 +247,7 @@ def credential_getter(
         if ref is None:
             return None
         if ref == "":
-            raise CredentialError("This tenant has not set its credential for the engine.")
+            raise CredentialMissing("This tenant has not set its credential for the engine.")
         return resolve(ref)
 
     return get
@@ -350,6 +356,12 @@ def engine_health(
             details={"engine_id": engine.id, "operation": "get_health"},
         ) from None
     except AdapterError as exc:
+        if exc.reason == "credential_missing":
+            raise Unprocessable(
+                exc.message,
+                code="memory_engine_credential_missing",
+                details={"engine_id": engine.id},
+            ) from None
         raise engine_unavailable(exc, engine.id) from None
 
 

@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 
 import httpx
 
-from providers.credentials import CredentialError, Secret
+from providers.credentials import CredentialError, CredentialMissing, Secret
 from providers.egress import (
     EgressError,
     EgressPolicy,
@@ -451,7 +451,10 @@ class MemoryAdapter:
             yield
         except AdapterError:
             raise
+        except CredentialMissing as exc:
+            raise AdapterError(str(exc), retryable=False, reason="credential_missing") from None
         except CredentialError as exc:
+            # The secret store may come back (OpenBao down, a variable being rotated).
             raise AdapterError(str(exc), retryable=True, reason="credential_unavailable") from None
         except Exception as exc:
             egress = find_egress_error(exc)

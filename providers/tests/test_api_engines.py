@@ -250,6 +250,21 @@ def test_health_refuses_other_callers(world, engines, platform_admin, as_user, a
     )
 
 
+def test_health_with_an_unresolvable_credential_is_502(world, local_server, as_user):
+    server = custom_engine(server=local_server())
+    declare(
+        "keyed-unset",
+        server.url,
+        access_control=AccessControl.PLATFORM_KEY,
+        credential_ref="env://FEDMEM_CRED_NEVER_SET",
+    )
+    error = assert_error(
+        as_user(world.owner).get(f"{ENGINES}/keyed-unset/health"), 502, "memory_engine_unavailable"
+    )
+    assert error["details"]["reason"] == "credential_unavailable" and error["details"]["retryable"]
+    assert server.connections == 0
+
+
 def test_health_of_an_unreachable_engine_is_502(world, engines, as_user):
     server = engines[0]
     server.stop()
@@ -289,13 +304,13 @@ def test_health_carries_the_tenants_own_credential(world, local_server, as_user,
     assert "traceparent" in server.requests[-1].headers
 
 
-def test_health_of_a_tenant_key_engine_without_credential_is_502(world, local_server, as_user):
+def test_health_of_a_tenant_key_engine_without_credential_is_422(world, local_server, as_user):
     server = custom_engine(server=local_server())
     declare("byok", server.url, access_control=AccessControl.TENANT_KEY)
     error = assert_error(
-        as_user(world.owner).get(f"{ENGINES}/byok/health"), 502, "memory_engine_unavailable"
+        as_user(world.owner).get(f"{ENGINES}/byok/health"), 422, "memory_engine_credential_missing"
     )
-    assert error["details"]["reason"] == "credential_unavailable"
+    assert error["details"]["engine_id"] == "byok"
     assert server.connections == 0
 
 
