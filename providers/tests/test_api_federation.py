@@ -191,7 +191,7 @@ def test_a_hung_engine_is_timed_out_and_the_rest_answer(world, two_engines, loca
     )
     body = (
         as_agent(world.agent)
-        .post(url(world.agent), {"query": "alice", "timeout_ms": 300}, format="json")
+        .post(url(world.agent), {"query": "alice", "timeout_ms": 1500}, format="json")
         .json()
     )
     assert body["status"] == "partial"
