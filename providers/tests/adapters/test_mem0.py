@@ -269,6 +269,8 @@ def oss_memory(db, settings):
     )
     yield memory
     memory.vector_store.delete_col()
+    # Close mem0's own pool now, so nothing holds the test database open at teardown.
+    memory.vector_store.connection_pool.close()
 
 
 def test_oss_memory_round_trip(oss_memory):
