@@ -404,3 +404,27 @@ def test_the_openapi_schema_describes_the_routes(world, as_user):
         "/v1/memory/agents/{agent_id}/federated/recall",
     ):
         assert path in text
+
+
+def test_a_credential_never_reaches_logs_or_answers(
+    world, local_server, as_user, monkeypatch, caplog
+):
+    import logging
+
+    server = custom_engine(server=local_server(), status=401)
+    declare(
+        "leaky",
+        server.url,
+        access_control=AccessControl.PLATFORM_KEY,
+        credential_ref="env://FEDMEM_CRED_LEAK",
+    )
+    monkeypatch.setenv("FEDMEM_CRED_LEAK", "sk-very-secret-value")
+    with caplog.at_level(logging.DEBUG):
+        response = as_user(world.owner).get(f"{ENGINES}/leaky/health")
+        listing = as_user(world.owner).get(ENGINES)
+    assert response.status_code == 502
+    assert (
+        server.requests[-1].headers["authorization"] == "Bearer sk-very-secret-value"
+    )  # it was sent...
+    for text in (caplog.text, response.content.decode(), listing.content.decode()):
+        assert "sk-very-secret-value" not in text  # ...and shown nowhere
