@@ -57,8 +57,11 @@ SOURCE_ERROR = "error"
 class RecallSource(Protocol):
     """One place federated recall can ask. Adapters are wrapped by :class:`AdapterSource`."""
 
-    engine_id: str
-    provider_id: str
+    @property
+    def engine_id(self) -> str: ...
+
+    @property
+    def provider_id(self) -> str: ...
 
     def recall(self, query: str, top_k: int, deadline: float) -> list[Hit]: ...
 

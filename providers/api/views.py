@@ -65,7 +65,7 @@ def _engine_row(engine: EngineInstance, with_own_credential: set[str]) -> dict[s
         "id": engine.id,
         "provider": engine.provider,
         "base_url": engine.base_url,
-        "tenant": engine.tenant.slug if engine.tenant_id else None,
+        "tenant": engine.tenant.slug if engine.tenant else None,
         "shared": engine.is_shared,
         "access_control": engine.access_control,
         "tls_verify": engine.tls_verify,
