@@ -67,6 +67,14 @@ class Unprocessable(ApiError):
     message = "The request is well-formed but cannot be processed."
 
 
+class BadGateway(ApiError):
+    """An upstream (a provider engine, a secret store) could not serve the request."""
+
+    status_code = status.HTTP_502_BAD_GATEWAY
+    code = "bad_gateway"
+    message = "An upstream service could not serve the request."
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

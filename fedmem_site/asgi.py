@@ -12,6 +12,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from fedmem_site.routing import websocket_urlpatterns  # noqa: E402
+from providers.apps import start_warmup  # noqa: E402
+
+start_warmup()
 
 application = ProtocolTypeRouter(
     {

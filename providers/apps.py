@@ -1,4 +1,27 @@
+import threading
+
 from django.apps import AppConfig
+
+_warmup_started = threading.Event()
+
+
+def start_warmup() -> None:
+    """Import provider SDKs in the background, once per serving process.
+
+    Called by the ASGI/WSGI entry points and the Celery worker, never at app
+    loading: a management command or a test run must not import seconds of SDKs,
+    and a daemon thread still inside a C-extension import when the interpreter
+    exits aborts the process. The thread is not a daemon, so exit waits for it.
+    """
+    from django.conf import settings
+
+    if not settings.FEDMEM_ENGINES_PRELOAD or _warmup_started.is_set():
+        return
+    _warmup_started.set()
+    from providers.adapters.registry import warm
+
+    # Off the request path: the first recall must not pay for SDK imports.
+    threading.Thread(target=warm, name="fedmem-provider-warmup", daemon=False).start()
 
 
 class ProvidersConfig(AppConfig):

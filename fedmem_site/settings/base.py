@@ -13,7 +13,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from core.database import embedded_database, parse_database_url
-from core.env import env_bool, env_choice, env_int, env_list, env_str, parse_rate
+from core.env import env_bool, env_choice, env_float, env_int, env_list, env_str, parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -258,6 +258,37 @@ LOGGING = {
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# --- Provider engines (providers app; see docs/providers.md) --------------------
+# Plain http:// to engines is refused unless this is set (or DEBUG is on).
+FEDMEM_ENGINES_ALLOW_HTTP = env_bool("FEDMEM_ENGINES_ALLOW_HTTP", False)
+# An extra CA bundle trusted for engine TLS, on top of the system store.
+FEDMEM_ENGINES_CA_FILE = env_str("FEDMEM_ENGINES_CA_FILE")
+if FEDMEM_ENGINES_CA_FILE and not Path(FEDMEM_ENGINES_CA_FILE).is_file():
+    raise ImproperlyConfigured(f"FEDMEM_ENGINES_CA_FILE={FEDMEM_ENGINES_CA_FILE!r} is not a readable file")
+FEDMEM_CREDENTIALS_CACHE_SECONDS = env_int("FEDMEM_CREDENTIALS_CACHE_SECONDS", 60, minimum=0, maximum=3600)
+FEDMEM_CREDENTIAL_ENV_PREFIX = env_str("FEDMEM_CREDENTIAL_ENV_PREFIX") or "FEDMEM_CRED_"
+FEDMEM_OPENBAO_ADDR = env_str("FEDMEM_OPENBAO_ADDR")
+if FEDMEM_OPENBAO_ADDR and not FEDMEM_OPENBAO_ADDR.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("FEDMEM_OPENBAO_ADDR must be an http(s):// URL")
+FEDMEM_OPENBAO_NAMESPACE = env_str("FEDMEM_OPENBAO_NAMESPACE")
+FEDMEM_OPENBAO_CA_FILE = env_str("FEDMEM_OPENBAO_CA_FILE")
+FEDMEM_OPENBAO_TIMEOUT_SECONDS = env_float("FEDMEM_OPENBAO_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# Where a tenant's own OpenBao references must live, so one tenant cannot name another's.
+FEDMEM_OPENBAO_TENANT_PATH = env_str("FEDMEM_OPENBAO_TENANT_PATH") or "secret/fedmem/tenants/{tenant}"
+if "{tenant}" not in FEDMEM_OPENBAO_TENANT_PATH:
+    raise ImproperlyConfigured(
+        "FEDMEM_OPENBAO_TENANT_PATH must contain {tenant}, e.g. secret/fedmem/tenants/{tenant}"
+    )
+# Import provider SDKs in the background at start-up (some take seconds to import).
+FEDMEM_ENGINES_PRELOAD = env_bool("FEDMEM_ENGINES_PRELOAD", True)
+# Federated recall: the most engines one call fans out to, and the default deadline.
+FEDMEM_FEDERATION_MAX_SOURCES = env_int("FEDMEM_FEDERATION_MAX_SOURCES", 16, minimum=1, maximum=64)
+# Worker threads shared by every federated recall of a process.
+FEDMEM_FEDERATION_WORKERS = env_int("FEDMEM_FEDERATION_WORKERS", 64, minimum=4, maximum=1024)
+FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
+    "FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS", 3000, minimum=10, maximum=60000
+)
 
 CELERY_BEAT_SCHEDULE = {
     "outbox-relay": {"task": "core.outbox_relay", "schedule": 30.0},

@@ -9,6 +9,8 @@ import os
 import tempfile
 
 os.environ.setdefault("FEDMEM_ENV", "test")
+# No background SDK imports in test processes (tests import what they use).
+os.environ.setdefault("FEDMEM_ENGINES_PRELOAD", "false")
 os.environ.setdefault("FEDMEM_BROKER_DIR", tempfile.mkdtemp(prefix="fedmem-test-broker-"))
 
 from .base import *  # noqa: F403

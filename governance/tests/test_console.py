@@ -143,4 +143,5 @@ def test_admin_registers_every_model():
         for app in ("core", "governance", "memory", "providers")
         for m in apps.get_app_config(app).get_models()
     ]
-    assert ours and all(admin.site.is_registered(m) for m in ours)
+    missing = [m.__name__ for m in ours if not admin.site.is_registered(m)]
+    assert ours and not missing, missing

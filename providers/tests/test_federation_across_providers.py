@@ -1,0 +1,104 @@
+"""One federated recall across different providers, each through its own adapter and
+official client, against the same local servers the adapter tests use."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.models import AccessControl
+from providers.tests.adapters.test_graphiti import graphiti_server
+from providers.tests.adapters.test_letta import letta_server
+from providers.tests.adapters.test_mem0 import API_KEY as MEM0_KEY
+from providers.tests.adapters.test_mem0 import mem0_platform
+from providers.tests.adapters.test_zep import API_KEY as ZEP_KEY
+from providers.tests.adapters.test_zep import zep_server
+from providers.tests.engines import declare
+
+
+@pytest.fixture
+def providers_up(world, monkeypatch):
+    from providers.adapters.registry import warm
+
+    assert warm(["mem0", "zep", "letta", "graphiti"]) == dict.fromkeys(
+        ["mem0", "zep", "letta", "graphiti"], "ok"
+    )
+    mem0, memories = mem0_platform()
+    zep, zep_state = zep_server()
+    letta = letta_server(tag=f"fedmem:{world.tenant.slug}:{world.agent.pk}")
+    graphiti, _ = graphiti_server()
+    servers = [mem0, zep, letta, graphiti]
+    tenant, agent = world.tenant.slug, str(world.agent.pk)
+    # What each provider already holds for this tenant's agent and its user "alice".
+    memories["m-1"] = {
+        "id": "m-1",
+        "memory": "Alice lives in Porto",
+        "user_id": f"{tenant}:alice",
+        "agent_id": f"{tenant}:{agent}",
+        "created_at": "2026-03-01T10:00:00Z",
+    }
+    zep_state["edges"][f"{tenant}:alice"] = [
+        {
+            "uuid": "edge-1",
+            "fact": "Alice lives in Lisbon",
+            "name": "LIVES_IN",
+            "source_node_name": "Alice",
+            "target_node_name": "Lisbon",
+            "valid_at": "2024-01-01T00:00:00Z",
+            "invalid_at": None,
+        }
+    ]
+    monkeypatch.setenv("FEDMEM_CRED_MEM0", MEM0_KEY)
+    monkeypatch.setenv("FEDMEM_CRED_ZEP", ZEP_KEY)
+    monkeypatch.setenv("FEDMEM_CRED_LETTA", "letta-key")
+    key = AccessControl.PLATFORM_KEY
+    declare(
+        "mem0",
+        mem0.url,
+        provider="mem0",
+        access_control=key,
+        credential_ref="env://FEDMEM_CRED_MEM0",
+    )
+    declare(
+        "zep",
+        f"{zep.url}/api/v4",
+        provider="zep",
+        access_control=key,
+        credential_ref="env://FEDMEM_CRED_ZEP",
+    )
+    declare(
+        "letta",
+        letta.url,
+        provider="letta",
+        access_control=key,
+        credential_ref="env://FEDMEM_CRED_LETTA",
+    )
+    declare("graphiti", graphiti.url, provider="graphiti", tenant=world.tenant)
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def test_a_recall_across_four_providers(world, providers_up, as_agent):
+    response = as_agent(world.agent).post(
+        f"/v1/memory/agents/{world.agent.pk}/federated/recall",
+        {"query": "where does alice live", "user_id": "alice", "top_k": 10, "timeout_ms": 20000},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert {s["engine_id"]: s["status"] for s in body["sources"]} == {
+        "graphiti": "ok",
+        "letta": "ok",
+        "mem0": "ok",
+        "zep": "ok",
+    }
+    by_text = {g["text"]: g for g in body["results"]}
+    assert by_text["Alice lives in Porto"]["kind"] == "fact"
+    assert by_text["Alice lives in Lisbon"]["kind"] in {"fact", "edge"}
+    # Graphiti's Porto fact and Mem0's Porto memory are one group with both matches.
+    porto = by_text["Alice lives in Porto"]
+    assert {m["provider_id"] for m in porto["matches"]} == {"mem0", "graphiti"}
+    # Mem0 says Porto, Zep says Lisbon: flagged, not resolved.
+    assert porto["conflict"] is not None
+    kinds = {g["kind"] for g in body["results"]}
+    assert "pinned_context" in kinds  # Letta's core memory blocks
