@@ -1,16 +1,14 @@
 """Writes and engine calls: declare / remove engines, set tenant credentials,
 build an adapter for a tenant, health, federated recall.
 
-Every change is one function, keyword-only, in one transaction. Audit: the
-hash-chained audit trail belongs to governance (another issue); until it lands
-each change is logged on ``fedmem.audit`` with its event name, and
-:func:`_audit` is the one place to switch over.
+Every change is one function, keyword-only, in one transaction, and writes its
+event to the hash-chained audit trail in that transaction (a shared engine's
+events go to the platform chain, a tenant's to its own).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +19,7 @@ from django.db import IntegrityError, transaction
 
 from core.errors import BadGateway, Conflict, InvalidInput, NotFound, Unprocessable
 from governance.models import Agent, Tenant, User
+from governance.services.audit import audit_record
 from providers import federation
 from providers.adapters.base import (
     AdapterError,
@@ -49,19 +48,18 @@ from providers.models import (
 )
 from providers.selectors import tenant_credential
 
-audit_log = logging.getLogger("fedmem.audit")
-
 BUILTIN_PROVIDER = "builtin"
 
 
-def _audit(event: str, *, actor: Any, tenant: Tenant | None, **data: Any) -> None:
+def _audit(event: str, *, actor: Any, tenant: Tenant | None, engine: str, **data: Any) -> None:
     # Never pass a credential reference or value here: names and ids only.
-    audit_log.info(
-        "%s actor=%s tenant=%s %s",
-        event,
-        getattr(actor, "pk", None),
-        getattr(tenant, "slug", None),
-        " ".join(f"{key}={value}" for key, value in sorted(data.items())),
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action=event,
+        target_type="providers.engineinstance",
+        target_id=engine,
+        data={"engine": engine, **data},
     )
 
 

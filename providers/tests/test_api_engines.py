@@ -6,7 +6,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from conftest import assert_error
-from governance.models import Role
+from governance.models import AuditEvent, Role
+from governance.services.audit import audit_verify
 from governance.tests import factories as f
 from providers import contracts
 from providers.models import AccessControl, EngineInstance, TenantEngineCredential
@@ -337,6 +338,15 @@ def test_tenant_admin_sets_rotates_and_removes_the_credential(world, engines, as
     ).credential_ref.startswith("openbao://")
     assert client.delete(url).status_code == 204
     assert_error(client.delete(url), 404, "engine_credential_not_found")
+    # Each change is in the tenant's audit chain, naming the engine, never the reference.
+    events = AuditEvent.objects.filter(chain=str(world.tenant.pk), target_id="shared-custom").order_by("seq")
+    assert [e.action for e in events] == [
+        "memory.engine.credential.set",
+        "memory.engine.credential.rotate",
+        "memory.engine.credential.remove",
+    ]
+    assert all("FEDMEM_CRED" not in str(e.data) and "openbao" not in str(e.data) for e in events)
+    assert audit_verify(chain=str(world.tenant.pk)).ok
 
 
 def test_credential_routes_refuse_other_callers(world, engines, platform_admin, as_user, as_agent):
