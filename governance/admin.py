@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from guardian.admin import GuardedModelAdmin
 
-from governance.models import Agent, ApiKey, Job, Membership, Tenant, User
+from governance.models import Agent, AgentPolicyVersion, ApiKey, Job, Membership, Tenant, User
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,3 +50,15 @@ class ApiKeyAdmin(admin.ModelAdmin):
 class JobAdmin(admin.ModelAdmin):
     list_display = ["kind", "tenant", "status", "progress", "total", "created_at", "finished_at"]
     list_filter = ["status", "kind"]
+
+
+@admin.register(AgentPolicyVersion)
+class AgentPolicyVersionAdmin(admin.ModelAdmin):
+    """Versions are immutable: the admin shows them, changes go through the API."""
+
+    list_display = ["agent", "version", "engine", "created_by", "created_at"]
+    list_filter = ["engine"]
+    readonly_fields = ["agent", "version", "engine", "policy", "note", "created_by", "created_at"]
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
