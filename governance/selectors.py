@@ -20,7 +20,9 @@ def tenants_for_user(user: Any) -> QuerySet[Tenant]:
     return Tenant.objects.filter(memberships__user=user).distinct().order_by("name")
 
 
-def agents_for(principal: Any, permission: str = AgentPermission.VIEWER, *, tenant: Tenant | None = None) -> QuerySet[Agent]:
+def agents_for(
+    principal: Any, permission: str = AgentPermission.VIEWER, *, tenant: Tenant | None = None
+) -> QuerySet[Agent]:
     qs = Agent.objects.restrict(principal, permission).select_related("tenant")
     if tenant is not None:
         qs = qs.filter(tenant=tenant)

@@ -55,7 +55,9 @@ def declared_dimension(model_dir: Path) -> int:
             config_path = model_dir / module.get("path", "") / "config.json"
             kind = module.get("type", "")
             if kind.endswith("Pooling"):
-                dimension = int(json.loads(config_path.read_text(encoding="utf-8"))["word_embedding_dimension"])
+                dimension = int(
+                    json.loads(config_path.read_text(encoding="utf-8"))["word_embedding_dimension"]
+                )
             elif kind.endswith("Dense"):
                 dimension = int(json.loads(config_path.read_text(encoding="utf-8"))["out_features"])
     except (OSError, ValueError, KeyError, TypeError) as exc:

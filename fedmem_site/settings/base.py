@@ -184,6 +184,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/v1",
+    # One name per memory vocabulary, however many fields use it.
+    "ENUM_NAME_OVERRIDES": {
+        "MemoryScopeEnum": "core.vocabulary.Scope",
+        "MemoryKindEnum": "core.vocabulary.Kind",
+        "RecordKindEnum": "core.vocabulary.RecordKind",
+        "ClassificationEnum": "core.vocabulary.CLASSIFICATION_NAMES",
+    },
     "APPEND_COMPONENTS": {
         "securitySchemes": {
             "bearerKey": {"type": "http", "scheme": "bearer", "description": "fedmem API key"}

@@ -5,15 +5,20 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('governance', '0002_add_agent_policy_version'),
-        ('memory', '0001_add_memory_items'),
+        ("governance", "0002_add_agent_policy_version"),
+        ("memory", "0001_add_memory_items"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='memoryitem',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='memory_item_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="memoryitem",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="memory_item_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
     ]

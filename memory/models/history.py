@@ -30,8 +30,8 @@ class MemoryHistory(models.Model):
     event = models.CharField(max_length=16, choices=Event.choices)
     actor_type = models.CharField(max_length=8, help_text="agent, user or system")
     actor_id = models.CharField(max_length=64, blank=True)
-    old_content = models.TextField(null=True, blank=True)
-    new_content = models.TextField(null=True, blank=True)
+    old_content = models.TextField(blank=True)
+    new_content = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

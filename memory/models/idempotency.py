@@ -25,7 +25,9 @@ class IdempotencyRecord(models.Model):
     class Meta:
         db_table = "memory_idempotency"
         constraints = [
-            models.UniqueConstraint(fields=["agent", "endpoint", "key"], name="memory_idempotency_unique_key"),
+            models.UniqueConstraint(
+                fields=["agent", "endpoint", "key"], name="memory_idempotency_unique_key"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -49,7 +49,9 @@ class MemoryItem(models.Model):
     # honour legal holds; deleting a tenant or agent that still has memory fails.
     tenant = models.ForeignKey("governance.Tenant", on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey("governance.Agent", on_delete=models.PROTECT, related_name="memory_items")
-    user_id = models.CharField(max_length=128, blank=True, help_text="the subject (end user) the memory is about")
+    user_id = models.CharField(
+        max_length=128, blank=True, help_text="the subject (end user) the memory is about"
+    )
     session_id = models.CharField(max_length=128, blank=True)
     team = models.CharField(max_length=128, blank=True)
     project = models.CharField(max_length=128, blank=True)
