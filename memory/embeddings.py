@@ -93,6 +93,9 @@ class SentenceTransformerEmbedder:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # a bar per process start is noise in logs
 
         check_dimension(model_dir, expected_dimension)
         self.model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
@@ -104,17 +107,21 @@ class SentenceTransformerEmbedder:
             )
         self.batch_size = batch_size
         self.model_dir = model_dir
+        # The fast tokenizer is not safe to share between threads ("Already
+        # borrowed"), and one encode already keeps every core busy: one at a time.
+        self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        with self._lock:
+            vectors = self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
 

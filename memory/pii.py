@@ -28,6 +28,7 @@ _NON_PERSONAL_LABELS = [
 ]  # fmt: skip
 
 _lock = threading.Lock()
+_run_lock = threading.Lock()
 _analyzer: Any = None
 
 
@@ -72,8 +73,9 @@ def detect_personal_data(texts: list[str]) -> list[PiiFinding]:
     analyzer = get_analyzer()
     entities = list(settings.FEDMEM_PII_ENTITIES)
     threshold = settings.FEDMEM_PII_MIN_SCORE
-    artifacts = analyzer.nlp_engine.process_batch(texts, language="en", batch_size=64)
     findings = []
+    with _run_lock:  # spaCy pipelines are not documented as thread-safe
+        artifacts = list(analyzer.nlp_engine.process_batch(texts, language="en", batch_size=64))
     for text, nlp_artifacts in artifacts:
         results = analyzer.analyze(
             text=text,

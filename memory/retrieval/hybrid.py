@@ -73,11 +73,31 @@ class Hit:
     signals: dict[str, Any] = field(default_factory=dict)
 
 
-def keyword_query(text: str) -> str | None:
-    """An OR query over the words of ``text`` (stemming and stop words are the
-    database's); words only, so no input can inject tsquery operators."""
-    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))[:MAX_QUERY_TERMS]
-    return " | ".join(words) if words else None
+# The query's words, parsed by the same text-search configuration as the stored
+# column (so "ERR-4471" or "a@b.com" split the same way on both sides), OR-ed
+# together: any word may match and ts_rank rewards matching more of them. Each
+# lexeme is quoted before the cast, so no input can inject tsquery operators.
+_TSQUERY_SQL = (
+    "(SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', ' | ')"
+    "::tsquery FROM (SELECT lexeme FROM unnest(to_tsvector("
+    f"'{TEXT_SEARCH_CONFIG}', %s)) LIMIT {MAX_QUERY_TERMS}) AS words)"
+)
+
+
+class ParsedQuery(SearchQuery):
+    """A tsquery built in the database from free text (see _TSQUERY_SQL)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return _TSQUERY_SQL, [self.text]
+
+
+def keyword_query(text: str) -> ParsedQuery | None:
+    """The tsquery expression for ``text``, or None when it holds no word at all."""
+    return ParsedQuery(text) if _WORD.search(text) else None
 
 
 def _filters(access: MemoryAccess, rq: RecallQuery) -> Q:
@@ -103,17 +123,31 @@ def _vector_sql(base: Any, vector: Any, limit: int) -> tuple[str, tuple[Any, ...
     return sql, tuple(params)
 
 
-def _keyword_sql(base: Any, tsquery: str, limit: int) -> tuple[str, tuple[Any, ...]]:
-    query = SearchQuery(tsquery, search_type="raw", config=TEXT_SEARCH_CONFIG)
+def _keyword_sql(base: Any, query: ParsedQuery, limit: int) -> tuple[str, tuple[Any, ...]]:
     qs = (
         base.filter(search_vector=query)
         # normalization 32 maps the rank into [0, 1) so min_score reads the same for every query
         .annotate(rank=SearchRank(F("search_vector"), query, normalization=Value(32)))
         .order_by("-rank")
-        .values_list("id", "rank")[:limit]
+        .values_list("id", "rank", "search_vector")[:limit]
     )
     sql, params = qs.query.sql_with_params()
     return sql, tuple(params)
+
+
+# Lexemes of the query, parsed like the column (for the minimum-match rule).
+_QUERY_LEXEMES_SQL = (
+    "SELECT coalesce(array_agg(lexeme), '{}') AS lx FROM (SELECT lexeme FROM unnest(to_tsvector("
+    f"'{TEXT_SEARCH_CONFIG}', %s)) LIMIT {MAX_QUERY_TERMS}) AS words"
+)
+# A keyword candidate must contain at least this share of the query's words (like a
+# search engine's "minimum should match"): one common word shared with a long
+# question is not evidence, and under rank fusion a lone weak match would count
+# as much as a first place.
+_MIN_MATCH_SQL = (
+    "cardinality(ARRAY(SELECT unnest(tsvector_to_array(k0.search_vector)) INTERSECT SELECT unnest(ql.lx))) "
+    ">= ceil(%s * cardinality(ql.lx))"
+)
 
 
 def _vector_literal(vector: Any) -> str:
@@ -144,10 +178,12 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
     if tsquery is not None:
         ksql, kparams = _keyword_sql(base, tsquery, candidates)
         ctes.append(
-            f"k AS MATERIALIZED ({ksql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
+            f"k0 AS MATERIALIZED ({ksql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
+            f"ql AS ({_QUERY_LEXEMES_SQL}), "
+            f"k AS (SELECT k0.id, k0.rank FROM k0, ql WHERE {_MIN_MATCH_SQL}), "
             "kr AS (SELECT id, rank, row_number() OVER (ORDER BY rank DESC, id) AS r FROM k)"
         )
-        params.extend(kparams)
+        params.extend([*kparams, rq.query, settings.FEDMEM_KEYWORD_MIN_MATCH])
     if not ctes:  # keyword mode and a query without a single word
         return []
     k = settings.FEDMEM_RRF_K
@@ -192,7 +228,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
         f"WITH {', '.join(ctes)}, f AS ({fused}) "  # noqa: S608
         f"SELECT {columns}, f.vrank, f.krank, f.kscore, {similarity} AS similarity, {score} AS score "
         f"FROM f JOIN memory_item m ON m.id = f.fid {where} "
-        "ORDER BY score DESC, m.created_at DESC, m.id LIMIT %s"
+        # Ties (common under rank fusion) go to the better vector rank, then the newer item.
+        "ORDER BY score DESC, f.vrank NULLS LAST, m.created_at DESC, m.id LIMIT %s"
     )
     params = [*params, *select_params, *where_params, limit]
     hits = [

@@ -29,13 +29,14 @@ class CrossEncoderReranker:
         from sentence_transformers import CrossEncoder
 
         self.model = CrossEncoder(str(model_dir), device="cpu", local_files_only=True)
+        self._lock = threading.Lock()  # tokenizers are not safe to share between threads
 
     def scores(self, query: str, texts: list[str]) -> list[float]:
         if not texts:
             return []
-        return [
-            float(s) for s in self.model.predict([(query, text) for text in texts], show_progress_bar=False)
-        ]
+        with self._lock:
+            raw = self.model.predict([(query, text) for text in texts], show_progress_bar=False)
+        return [float(s) for s in raw]
 
 
 _lock = threading.Lock()
