@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 
@@ -57,3 +58,21 @@ def json_text_ok(value: object) -> bool:
     if isinstance(value, list):
         return all(json_text_ok(v) for v in value)
     return True
+
+
+MAX_METADATA_BYTES = 8 * 1024
+
+
+def check_metadata(metadata: object) -> None:
+    """Raise ContentError unless ``metadata`` is a JSON object jsonb can store, within 8 KB."""
+    if not isinstance(metadata, dict):
+        raise ContentError("Must be a JSON object.")
+    if not json_text_ok(metadata):
+        raise ContentError("Strings may not contain NUL characters or invalid Unicode.")
+    try:
+        # jsonb has no Infinity or NaN (a JSON 1e999 parses to inf): refuse them here.
+        encoded = json.dumps(metadata, allow_nan=False)
+    except ValueError as exc:
+        raise ContentError("Numbers must be finite.") from exc
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise ContentError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")

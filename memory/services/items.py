@@ -31,10 +31,9 @@ from memory.enforcement import MemoryAccess
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.pii import detect_personal_data
 from memory.services.hooks import items_written
-from memory.text import ContentError, check_content, content_hash, json_text_ok
+from memory.text import ContentError, check_content, check_metadata, content_hash
 
 MAX_BATCH = 100
-MAX_METADATA_BYTES = 8 * 1024
 MAX_RETENTION_DAYS = 36500
 
 
@@ -155,12 +154,10 @@ def _validate(access: MemoryAccess, draft: MemoryDraft) -> dict[str, Any]:
         raise _field_error(name, f"Required for scope {scope!r}.")
     if draft.retention_days is not None and not 1 <= draft.retention_days <= MAX_RETENTION_DAYS:
         raise _field_error("retention_days", f"Must be between 1 and {MAX_RETENTION_DAYS}.")
-    if not isinstance(draft.metadata, dict):
-        raise _field_error("metadata", "Must be a JSON object.")
-    if not json_text_ok(draft.metadata):
-        raise _field_error("metadata", "Strings may not contain NUL characters or invalid Unicode.")
-    if len(json.dumps(draft.metadata)) > MAX_METADATA_BYTES:
-        raise _field_error("metadata", f"At most {MAX_METADATA_BYTES} bytes of JSON.")
+    try:
+        check_metadata(draft.metadata)
+    except ContentError as exc:
+        raise _field_error("metadata", str(exc)) from exc
     enforcement.check_write(
         access,
         scope=scope,

@@ -14,7 +14,7 @@ from memory import enforcement
 from memory.enforcement import MemoryAccess
 from memory.models import SessionMessage
 from memory.pii import detect_personal_data
-from memory.text import ContentError, check_content, json_text_ok
+from memory.text import ContentError, check_content, check_metadata
 
 
 def session_message_append(
@@ -32,10 +32,10 @@ def session_message_append(
         text = check_content(content)
     except ContentError as exc:
         raise InvalidInput("Invalid input: content.", details={"fields": {"content": [str(exc)]}}) from exc
-    if metadata is not None and not json_text_ok(metadata):
-        raise InvalidInput(
-            "Invalid input: metadata.", details={"fields": {"metadata": ["Strings may not contain NUL."]}}
-        )
+    try:
+        check_metadata(metadata or {})
+    except ContentError as exc:
+        raise InvalidInput("Invalid input: metadata.", details={"fields": {"metadata": [str(exc)]}}) from exc
     level = Classification.from_name(classification) if classification else Classification.INTERNAL
     enforcement.check_write(access, scope=Scope.SESSION, classification=level)
     finding = detect_personal_data([text])[0]
