@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -82,7 +83,7 @@ class BatchResult:
         return "deduplicated" if self.outcome.deduplicated else "created"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Prepared:
     """A draft that passed every check, with its derived fields."""
 
@@ -103,6 +104,7 @@ class _Prepared:
     source: str
     metadata: dict[str, Any]
     shared_with: tuple[str, ...]
+    embedding: Any
 
     def dedup_keys(self, access: MemoryAccess) -> tuple[str, ...]:
         return (
@@ -186,13 +188,16 @@ def _prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[_Prepared 
         except ApiError as exc:
             checked.append(exc)
     texts = [c["content"] for c in checked if isinstance(c, dict)]
-    findings = iter(detect_personal_data(texts))
+    findings_list, vectors = _analyse(texts)
+    findings = iter(findings_list)
+    vector_iter = iter(vectors)
     out: list[_Prepared | ApiError] = []
     for draft, c in zip(drafts, checked, strict=True):
         if not isinstance(c, dict):
             out.append(c)
             continue
         finding = next(findings)
+        vector = next(vector_iter)
         personal = finding.personal_data or draft.personal_data
         try:
             enforcement.check_personal_data(access, personal_data=personal, types=finding.types)
@@ -218,9 +223,28 @@ def _prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[_Prepared 
                 source=draft.source,
                 metadata=draft.metadata,
                 shared_with=access.policy.shared_with if c["scope"] == Scope.SHARED_AGENTS else (),
+                embedding=vector,
             )
         )
     return out
+
+
+_analysis_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedmem-pii")
+
+
+def _analyse(texts: list[str]) -> tuple[list[Any], Any]:
+    """Personal-data findings and embeddings for ``texts``, computed side by side.
+
+    spaCy (detection) runs mostly on one core while torch (embedding) spreads
+    over the others and releases the GIL, so overlapping the two is what keeps a
+    write close to the speed of embedding alone. An embedding computed for a
+    text the policy then refuses is simply dropped.
+    """
+    if not texts:
+        return [], []
+    pending = _analysis_pool.submit(detect_personal_data, texts)
+    vectors = embed_texts(texts)
+    return pending.result(), vectors
 
 
 # --- locking and idempotency -------------------------------------------------------
@@ -228,8 +252,19 @@ def _prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[_Prepared 
 
 def _advisory_lock(*parts: str) -> None:
     """Block until no other transaction holds the same lock; released at commit/rollback."""
+    _advisory_locks(["\x1f".join(parts)])
+
+
+def _advisory_locks(names: list[str]) -> None:
+    """Take several transaction-scoped locks in one statement, always in hash order."""
+    if not names:
+        return
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["\x1f".join(parts)])
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(h)) FROM "
+            "(SELECT DISTINCT hashtextextended(n, 0) AS h FROM unnest(%s::text[]) AS n ORDER BY h) AS locks",
+            [names],
+        )
 
 
 def _idempotency_record(access: MemoryAccess, endpoint: str, key: str) -> IdempotencyRecord | None:
@@ -280,28 +315,56 @@ def _provenance(access: MemoryAccess, via: str, source: str) -> dict[str, Any]:
     return {"writer": access.actor.as_json(), "via": via, "source": source}
 
 
-def _find_duplicate(access: MemoryAccess, prepared: _Prepared, embedding: Any) -> MemoryItem | None:
-    """An existing current item with the same scope keys and normalized content (or,
-    when enabled, a near-identical embedding). Held to the same filters as reads:
-    expired, superseded and foreign items never match."""
-    same_keys = MemoryItem.objects.current().filter(
-        tenant_id=access.tenant_id,
-        agent_id=access.agent.pk,
-        user_id=prepared.user_id,
-        session_id=prepared.session_id,
-        team=prepared.team,
-        project=prepared.project,
-    )
-    found = same_keys.filter(content_hash=prepared.content_hash).order_by("created_at").first()
-    threshold = settings.FEDMEM_DEDUP_NEAR_THRESHOLD
-    if found is None and threshold > 0:
-        found = (
-            same_keys.annotate(distance=CosineDistance("embedding", embedding))
-            .filter(distance__lte=1 - threshold)
-            .order_by("distance")
-            .first()
+def _exact_duplicates(access: MemoryAccess, prepared: list[_Prepared]) -> dict[tuple[str, ...], MemoryItem]:
+    """Existing current items with the same scope keys and normalized content, for a
+    whole batch in one query. Held to the same filters as reads: expired,
+    superseded and foreign items never match."""
+    if not prepared:
+        return {}
+    wanted = {p.dedup_keys(access) for p in prepared}
+    found: dict[tuple[str, ...], MemoryItem] = {}
+    candidates = (
+        MemoryItem.objects.current()
+        .filter(
+            tenant_id=access.tenant_id,
+            agent_id=access.agent.pk,
+            content_hash__in=sorted({p.content_hash for p in prepared}),
         )
+        .defer("embedding", "search_vector")
+        .order_by("created_at")
+    )
+    for item in candidates:
+        key = (
+            str(item.tenant_id), str(item.agent_id), item.user_id, item.session_id,
+            item.team, item.project, item.content_hash,
+        )  # fmt: skip
+        if key in wanted and key not in found:
+            found[key] = item
     return found
+
+
+def _near_duplicate(access: MemoryAccess, prepared: _Prepared, embedding: Any) -> MemoryItem | None:
+    """When enabled, the closest current item with the same scope keys whose cosine
+    similarity reaches FEDMEM_DEDUP_NEAR_THRESHOLD."""
+    threshold = settings.FEDMEM_DEDUP_NEAR_THRESHOLD
+    if threshold <= 0:
+        return None
+    return (
+        MemoryItem.objects.current()
+        .filter(
+            tenant_id=access.tenant_id,
+            agent_id=access.agent.pk,
+            user_id=prepared.user_id,
+            session_id=prepared.session_id,
+            team=prepared.team,
+            project=prepared.project,
+        )
+        .annotate(distance=CosineDistance("embedding", embedding))
+        .filter(distance__lte=1 - threshold)
+        .defer("embedding", "search_vector")
+        .order_by("distance")
+        .first()
+    )
 
 
 def _merge_duplicate(
@@ -375,19 +438,18 @@ def _history(
 
 def _store(access: MemoryAccess, prepared: list[_Prepared], via: str) -> list[WriteOutcome]:
     """Insert or deduplicate each prepared write; must run inside a transaction."""
-    vectors = embed_texts([p.content for p in prepared]) if prepared else []
-    # Lock every content key first, in a fixed order, so two batches sharing items
-    # cannot deadlock; the lock makes "check for a duplicate, then insert" atomic.
-    for keys in sorted({p.dedup_keys(access) for p in prepared}):
-        _advisory_lock("memory-dedup", *keys)
+    # Lock every content key (one statement, a fixed order, so two batches sharing
+    # items cannot deadlock); the lock makes "check for a duplicate, then insert" atomic.
+    _advisory_locks(["\x1f".join(("memory-dedup", *p.dedup_keys(access))) for p in prepared])
     outcomes: list[WriteOutcome] = []
     fresh: list[MemoryItem] = []
-    seen: dict[tuple[str, ...], MemoryItem] = {}
+    seen: dict[tuple[str, ...], MemoryItem] = _exact_duplicates(access, prepared)
     history: list[MemoryHistory] = []
     now = timezone.now()
-    for p, vector in zip(prepared, vectors, strict=True):
+    for p in prepared:
+        vector = p.embedding
         key = p.dedup_keys(access)
-        existing = seen.get(key) or _find_duplicate(access, p, vector)
+        existing = seen.get(key) or _near_duplicate(access, p, vector)
         if existing is not None and existing.pk in {item.pk for item in fresh}:
             # A duplicate inside this very batch: widen the pending row in memory.
             if p.scope not in existing.scopes:
@@ -617,9 +679,9 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
     """Replace an item's content: re-embedded, created_at kept, old and new text in history."""
     _modifiable(access, item_id, lock=False)  # 404 before the slow work
     text = _checked_content(content)
-    finding = detect_personal_data([text])[0]
+    findings, vectors = _analyse([text])
+    finding, vector = findings[0], vectors[0]
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
-    vector = embed_texts([text])[0]
     with transaction.atomic():
         item = _modifiable(access, item_id, lock=True)
         _refuse_if_held(item)
