@@ -54,10 +54,27 @@ def _save(data: dict[str, Any]) -> None:
     path.chmod(0o600)
 
 
-@transaction.atomic
 def demo_seed() -> dict[str, Any]:
     """Create or refresh the demo tenant; return {'users': {...}, 'agents': {...}}."""
-    saved = _load()
+    data = _seed(_load())
+    # Written after the rows commit; if it were lost, the next run resets and rewrites it.
+    _save(data)
+    data["memories"] = _seed_memories(data)
+    return data
+
+
+def _seed_memories(data: dict[str, Any]) -> int:
+    """The demo agents' memories, through the memory app's own seeding service
+    (imported here: memory depends on governance, not the other way round)."""
+    from memory.services.demo import memory_demo_seed
+
+    ids = [info["id"] for info in data["agents"].values()]
+    agents = {agent.name: agent for agent in Agent.objects.filter(pk__in=ids)}
+    return int(memory_demo_seed(agents=agents)["memories"])
+
+
+@transaction.atomic
+def _seed(saved: dict[str, Any]) -> dict[str, Any]:
     users_out: dict[str, dict[str, str]] = {}
     agents_out: dict[str, dict[str, str]] = {}
     tenant = tenant_get_or_create(slug=DEMO_TENANT[0], name=DEMO_TENANT[1])
@@ -86,6 +103,4 @@ def demo_seed() -> dict[str, Any]:
             key, secret = api_key_create(tenant=tenant, agent=agent, name="demo", created_by=developer)
         agents_out[name] = {"id": str(agent.pk), "key": secret, "prefix": key.prefix}
 
-    data = {"tenant": DEMO_TENANT[0], "users": users_out, "agents": agents_out}
-    transaction.on_commit(lambda: _save(data))
-    return data
+    return {"tenant": DEMO_TENANT[0], "users": users_out, "agents": agents_out}
