@@ -43,7 +43,18 @@ NAMES = [
     "Ava", "Ben", "Chloe", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kemi", "Liam",
     "Maya", "Nikolai", "Olga", "Pedro", "Quinn", "Rosa", "Sven", "Tara", "Umar", "Vera", "Wen", "Yusuf",
 ]  # fmt: skip
-COMPANIES = ["Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne", "Tyrell", "Soylent"]
+COMPANIES = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Vandelay",
+    "Stark",
+    "Wayne",
+    "Tyrell",
+    "Soylent",
+]
 SERVICES = [
     "checkout", "billing", "search", "auth", "notifications", "reporting", "inventory", "payments",
     "shipping", "recommendations", "profile", "export", "import", "scheduler", "gateway", "ledger",
@@ -77,18 +88,30 @@ def generate_texts(count: int, seed: int) -> list[str]:
     """Deterministic, varied, realistic memories; the first k texts are the same for any count."""
     rng = random.Random(seed)
     templates = [
-        lambda: f"Deploy {rng.randint(100, 9999)} of {rng.choice(SERVICES)} {rng.choice(SYMPTOMS)} in "
-        f"{rng.choice(REGIONS)} because of {rng.choice(CAUSES)}; the on-call engineer {rng.choice(FIXES)}.",
-        lambda: f"{rng.choice(NAMES)} from {rng.choice(COMPANIES)} prefers {rng.choice(CHANNELS)} for "
-        f"{rng.choice(TOPICS)} and asked not to be contacted on {rng.choice(DAYS)}s.",
-        lambda: f"Ticket {rng.randint(10000, 99999)}: {rng.choice(PRODUCTS)} {rng.choice(SYMPTOMS)} for "
-        f"{rng.choice(COMPANIES)} after the {rng.choice(SERVICES)} upgrade; support {rng.choice(FIXES)}.",
-        lambda: f"{rng.choice(COMPANIES)} renews its contract in {rng.choice(DAYS)} meetings and wants "
-        f"{rng.choice(TOPICS)} summarised before each quarterly review.",
-        lambda: f"The {rng.choice(SERVICES)} service depends on {rng.choice(SERVICES)} and fails over to "
-        f"{rng.choice(REGIONS)} when {rng.choice(CAUSES)} hits the primary region.",
-        lambda: f"{rng.choice(NAMES)} reported that {rng.choice(PRODUCTS)} {rng.choice(SYMPTOMS)} while "
-        f"exporting {rng.choice(TOPICS)}; root cause was {rng.choice(CAUSES)}.",
+        lambda: (
+            f"Deploy {rng.randint(100, 9999)} of {rng.choice(SERVICES)} {rng.choice(SYMPTOMS)} in "
+            f"{rng.choice(REGIONS)} because of {rng.choice(CAUSES)}; the on-call engineer {rng.choice(FIXES)}."
+        ),
+        lambda: (
+            f"{rng.choice(NAMES)} from {rng.choice(COMPANIES)} prefers {rng.choice(CHANNELS)} for "
+            f"{rng.choice(TOPICS)} and asked not to be contacted on {rng.choice(DAYS)}s."
+        ),
+        lambda: (
+            f"Ticket {rng.randint(10000, 99999)}: {rng.choice(PRODUCTS)} {rng.choice(SYMPTOMS)} for "
+            f"{rng.choice(COMPANIES)} after the {rng.choice(SERVICES)} upgrade; support {rng.choice(FIXES)}."
+        ),
+        lambda: (
+            f"{rng.choice(COMPANIES)} renews its contract in {rng.choice(DAYS)} meetings and wants "
+            f"{rng.choice(TOPICS)} summarised before each quarterly review."
+        ),
+        lambda: (
+            f"The {rng.choice(SERVICES)} service depends on {rng.choice(SERVICES)} and fails over to "
+            f"{rng.choice(REGIONS)} when {rng.choice(CAUSES)} hits the primary region."
+        ),
+        lambda: (
+            f"{rng.choice(NAMES)} reported that {rng.choice(PRODUCTS)} {rng.choice(SYMPTOMS)} while "
+            f"exporting {rng.choice(TOPICS)}; root cause was {rng.choice(CAUSES)}."
+        ),
     ]
     seen: set[str] = set()
     out: list[str] = []
@@ -130,7 +153,10 @@ def cached_embeddings(texts: list[str], cache_dir: Path, model_tag: str):  # typ
         began = time.perf_counter()
         vectors = embed_texts(chunk)
         np.save(path, vectors)
-        print(f"  embedded {start + len(chunk):,}/{len(texts):,} ({time.perf_counter() - began:.0f}s)", flush=True)
+        print(
+            f"  embedded {start + len(chunk):,}/{len(texts):,} ({time.perf_counter() - began:.0f}s)",
+            flush=True,
+        )
         parts.append(vectors)
     return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
 
@@ -161,10 +187,14 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=10_000, help="memories to load (default 10000)")
     parser.add_argument("--recalls", type=int, default=200, help="recalls to time (default 200)")
-    parser.add_argument("--writes", type=int, default=1_000, help="memories to write for throughput (default 1000)")
+    parser.add_argument(
+        "--writes", type=int, default=1_000, help="memories to write for throughput (default 1000)"
+    )
     args = parser.parse_args()
 
     import django
@@ -187,11 +217,15 @@ def main() -> None:
     info = machine()
     print(f"machine: {info['cores']} cores, {info['ram']} RAM, {info['cpu']}")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT current_setting('server_version'), extversion FROM pg_extension WHERE extname='vector'")
+        cursor.execute(
+            "SELECT current_setting('server_version'), extversion FROM pg_extension WHERE extname='vector'"
+        )
         pg, vec = cursor.fetchone()
     import torch
 
-    print(f"postgres {pg}, pgvector {vec}, torch threads {torch.get_num_threads()}, db {settings.DATABASES['default']['NAME']}")
+    print(
+        f"postgres {pg}, pgvector {vec}, torch threads {torch.get_num_threads()}, db {settings.DATABASES['default']['NAME']}"
+    )
     print(f"model: {configured_model_path()}")
     get_embedder()
     get_analyzer()
@@ -252,7 +286,10 @@ def main() -> None:
                 rows = []
         if rows:
             MemoryItem.objects.bulk_create(rows)
-        print(f"loaded {args.items:,} rows in {time.perf_counter() - began:.1f}s; building the HNSW index...", flush=True)
+        print(
+            f"loaded {args.items:,} rows in {time.perf_counter() - began:.1f}s; building the HNSW index...",
+            flush=True,
+        )
         began = time.perf_counter()
         with connection.cursor() as cursor:
             cursor.execute("SET maintenance_work_mem = '1GB'")
@@ -276,7 +313,12 @@ def main() -> None:
     rng = random.Random(11)
 
     def recall(query: str) -> float:
-        body = {"query": query, "user_id": f"user-{rng.randrange(USERS)}", "scopes": ["user", "agent"], "top_k": 8}
+        body = {
+            "query": query,
+            "user_id": f"user-{rng.randrange(USERS)}",
+            "scopes": ["user", "agent"],
+            "top_k": 8,
+        }
         began = time.perf_counter()
         response = client.post(url, body, format="json")
         elapsed = time.perf_counter() - began

@@ -100,7 +100,7 @@ SYMPTOMS = [
 ]  # fmt: skip
 OPS_FACTS = [
     "Deploys to production happen Tuesday to Thursday, 09:00-15:00 CET; Friday deploys need a VP's approval.",
-    "The billing service depends on the ledger database; a ledger failover pauses billing for about 90 seconds.",
+    "The billing service depends on the ledger database; a ledger failover pauses billing for 90 seconds.",
     "Search indexes are rebuilt nightly at 02:00 UTC; rebuilds slow search queries by roughly 30 percent.",
     "The on-call rotation hands over every Monday at 10:00 CET.",
     "Database migrations that rewrite a table over 10 GB must run in the maintenance window.",
@@ -119,8 +119,10 @@ def _support_memories(rng: random.Random) -> list[MemoryDraft]:
         facts = [
             (f"{name} prefers to be contacted through {rng.choice(CHANNELS)}, ideally {rng.choice(HOURS)}.",
              "preference"),
-            (f"{name} writes in {rng.choice(LANGUAGES)} and expects replies in the same language.", "preference"),
-            (f"{name} works at {company}, which is on the {plan} plan with {rng.randint(5, 400)} seats.", "fact"),
+            (f"{name} writes in {rng.choice(LANGUAGES)} and expects replies in the same language.",
+             "preference"),
+            (f"{name} works at {company}, which is on the {plan} plan with {rng.randint(5, 400)} seats.",
+             "fact"),
             (f"{company} reported that {rng.choice(ISSUES)}.", "episodic"),
             (f"{name} asked to be told before any maintenance that affects {rng.choice(SERVICES)}.",
              "preference"),
@@ -157,7 +159,7 @@ def _ops_memories(rng: random.Random) -> list[MemoryDraft]:
 
 def memory_demo_seed(*, agents: dict[str, Agent]) -> dict[str, Any]:
     """Seed the demo agents' memories; returns how many exist and how many were new."""
-    rng = random.Random(2024)  # the same memories on every run
+    rng = random.Random(2024)  # noqa: S311 - demo content, not security: the same memories every run
     plans = {
         "support-bot": _support_memories(rng),
         "ops-agent": _ops_memories(rng),
