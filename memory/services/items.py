@@ -655,11 +655,10 @@ def _modifiable(access: MemoryAccess, item_id: Any, *, lock: bool) -> MemoryItem
     from governance.selectors import as_uuid
 
     pk = as_uuid(item_id)
-    qs = (
-        MemoryItem.objects.filter(enforcement.modifiable_q(access), pk=pk)
-        if pk
-        else MemoryItem.objects.none()
-    )
+    # The agent's own items in a writable scope, and (like every read) current and
+    # not expired: an item GET cannot see cannot be changed or deleted by id either.
+    own = MemoryItem.objects.current().filter(enforcement.modifiable_q(access))
+    qs = own.filter(pk=pk) if pk else MemoryItem.objects.none()
     item = (qs.select_for_update() if lock else qs).first()
     if item is None:
         raise NotFound("Memory not found.", code="memory_not_found")

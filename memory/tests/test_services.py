@@ -338,3 +338,12 @@ def test_personal_data_detection_never_reaches_for_the_network():
 
     get_analyzer()
     assert tx.TLD_EXTRACTOR.suffix_list_urls == ()
+
+
+def test_expired_items_cannot_be_changed_by_id(access):
+    item = remember(access, "Old promo code SPRING").item
+    MemoryItem.objects.filter(pk=item.pk).update(retention_until=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(NotFound):
+        memory_update(access=access, item_id=item.pk, content="New promo code SUMMER")
+    with pytest.raises(NotFound):
+        memory_forget(access=access, item_id=item.pk)
