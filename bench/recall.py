@@ -90,7 +90,8 @@ def generate_texts(count: int, seed: int) -> list[str]:
     templates = [
         lambda: (
             f"Deploy {rng.randint(100, 9999)} of {rng.choice(SERVICES)} {rng.choice(SYMPTOMS)} in "
-            f"{rng.choice(REGIONS)} because of {rng.choice(CAUSES)}; the on-call engineer {rng.choice(FIXES)}."
+            f"{rng.choice(REGIONS)} because of {rng.choice(CAUSES)}; "
+            f"the on-call engineer {rng.choice(FIXES)}."
         ),
         lambda: (
             f"{rng.choice(NAMES)} from {rng.choice(COMPANIES)} prefers {rng.choice(CHANNELS)} for "
@@ -224,7 +225,8 @@ def main() -> None:
     import torch
 
     print(
-        f"postgres {pg}, pgvector {vec}, torch threads {torch.get_num_threads()}, db {settings.DATABASES['default']['NAME']}"
+        f"postgres {pg}, pgvector {vec}, torch threads {torch.get_num_threads()}, "
+        f"db {settings.DATABASES['default']['NAME']}"
     )
     print(f"model: {configured_model_path()}")
     get_embedder()
