@@ -245,10 +245,8 @@ FEDMEM_EMBEDDING_BATCH_SIZE = env_int("FEDMEM_EMBEDDING_BATCH_SIZE", 64, minimum
 # Reciprocal rank fusion constant and how many candidates each ranked list feeds it.
 FEDMEM_RRF_K = env_int("FEDMEM_RRF_K", 60, minimum=1)
 FEDMEM_RETRIEVAL_CANDIDATES = env_int("FEDMEM_RETRIEVAL_CANDIDATES", 50, minimum=1, maximum=1000)
-# Share of the query's words a full-text candidate must contain (0 = any one word).
-FEDMEM_KEYWORD_MIN_MATCH = env_float("FEDMEM_KEYWORD_MIN_MATCH", 0.6, minimum=0.0)
-if FEDMEM_KEYWORD_MIN_MATCH > 1:
-    raise ImproperlyConfigured("FEDMEM_KEYWORD_MIN_MATCH must be between 0 and 1")
+# Hybrid mode's full-text list: "all" query words must match (default) or "any".
+FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "all", ("all", "any"))
 # Recency: 0 (default) leaves ranking alone; 1 lets a brand-new item gain as much
 # as a first place in one ranked list, halving every half-life.
 FEDMEM_RECENCY_WEIGHT = env_float("FEDMEM_RECENCY_WEIGHT", 0.0, minimum=0.0)
