@@ -89,7 +89,7 @@ def _parse(serializer_class: type[Any], data: Any) -> Any:
 
 
 def _written(outcome: item_services.WriteOutcome) -> dict[str, Any]:
-    data = s.MemoryItemSerializer(outcome.item).data
+    data = s.item_json(outcome.item)
     data["deduplicated"] = outcome.deduplicated
     return data
 
@@ -144,8 +144,8 @@ class RememberView(generics.GenericAPIView):
             include_content=query["include_content"],
         )
         page = self.paginate_queryset(items)
-        context = {"include_content": query["include_content"]}
-        return self.get_paginated_response(s.MemoryItemSerializer(page, many=True, context=context).data)
+        include = query["include_content"]
+        return self.get_paginated_response([s.item_json(item, include_content=include) for item in page])
 
 
 class BatchView(APIView):
@@ -184,7 +184,7 @@ class BatchView(APIView):
                 }
             else:
                 assert result.outcome is not None
-                entry["item"] = s.MemoryItemSerializer(result.outcome.item).data
+                entry["item"] = s.item_json(result.outcome.item)
             body_results.append(entry)
         body = {
             "created": sum(1 for r in results if r.status == "created"),
@@ -199,7 +199,7 @@ class ItemView(APIView):
     @extend_schema(tags=TAG, summary="One memory", responses={200: s.MemoryItemSerializer, **ERRORS})
     def get(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = _access(request, agent_id)
-        return Response(s.MemoryItemSerializer(memory_item_get(access, item_id)).data)
+        return Response(s.item_json(memory_item_get(access, item_id)))
 
     @extend_schema(
         tags=TAG,
@@ -215,7 +215,7 @@ class ItemView(APIView):
         access = _access(request, agent_id)
         content = _parse(s.UpdateSerializer, request.data).validated_data["content"]
         item = item_services.memory_update(access=access, item_id=item_id, content=content)
-        return Response(s.MemoryItemSerializer(item).data)
+        return Response(s.item_json(item))
 
     @extend_schema(
         tags=TAG,
@@ -310,13 +310,16 @@ class SearchView(APIView):
         access = _access(request, agent_id)
         data = _parse(s.SearchSerializer, request.data).validated_data
         rq = _recall_query(access, data, search=True)
-        hits = retrieve(access, rq)
-        for hit in hits:
-            hit.item.score = hit.score  # type: ignore[attr-defined]
-            hit.item.similarity = hit.similarity  # type: ignore[attr-defined]
-            hit.item.vector_rank = hit.vector_rank  # type: ignore[attr-defined]
-            hit.item.keyword_rank = hit.keyword_rank  # type: ignore[attr-defined]
-        results = s.SearchHitSerializer([hit.item for hit in hits], many=True).data
+        results = [
+            {
+                **s.item_json(hit.item),
+                "score": hit.score,
+                "similarity": hit.similarity,
+                "vector_rank": hit.vector_rank,
+                "keyword_rank": hit.keyword_rank,
+            }
+            for hit in retrieve(access, rq)
+        ]
         return Response({"results": results, "search_mode": rq.mode, "scopes": list(rq.scopes)})
 
 
@@ -336,10 +339,7 @@ class PurgeView(APIView):
 
 def _export_lines(rows: Iterator[tuple[str, Any]]) -> Iterator[bytes]:
     for kind, row in rows:
-        if kind == "memory":
-            data = dict(s.MemoryItemSerializer(row).data)
-        else:
-            data = dict(s.SessionMessageSerializer(row).data)
+        data = s.item_json(row) if kind == "memory" else s.message_json(row)
         data["type"] = kind
         yield (json.dumps(data, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
@@ -396,7 +396,7 @@ class SessionMessagesView(generics.GenericAPIView):
         access = _access(request, agent_id)
         data = _parse(s.SessionMessageCreateSerializer, request.data).validated_data
         message = session_message_append(access=access, session_id=self._session(session_id), **data)
-        return Response(s.SessionMessageSerializer(message).data, status=status.HTTP_201_CREATED)
+        return Response(s.message_json(message), status=status.HTTP_201_CREATED)
 
     @extend_schema(
         tags=TAG,
@@ -411,4 +411,4 @@ class SessionMessagesView(generics.GenericAPIView):
         access = _access(request, agent_id)
         messages = session_messages_visible(access, self._session(session_id))
         page = self.paginate_queryset(messages)
-        return self.get_paginated_response(s.SessionMessageSerializer(page, many=True).data)
+        return self.get_paginated_response([s.message_json(message) for message in page])

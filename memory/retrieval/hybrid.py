@@ -24,8 +24,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, Q, Value
-from pgvector.django import CosineDistance
+from django.db.models import F, FloatField, Q, Value
+from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
 from memory.enforcement import Keys, MemoryAccess, visible_q
@@ -125,9 +125,12 @@ def _filters(access: MemoryAccess, rq: RecallQuery) -> Q:
     return q
 
 
-def _vector_sql(base: Any, vector: Any, limit: int) -> tuple[str, tuple[Any, ...]]:
+def _vector_sql(base: Any, literal: str, limit: int) -> tuple[str, tuple[Any, ...]]:
     qs = (
-        base.annotate(distance=CosineDistance("embedding", vector))
+        # The same operator and operand shape as the HNSW index (vector_cosine_ops).
+        base.annotate(
+            distance=RawSQL('"memory_item"."embedding" <=> %s::vector', [literal], output_field=FloatField())
+        )
         .order_by("distance")
         .values_list("id", "distance")[:limit]
     )
@@ -148,7 +151,8 @@ def _keyword_sql(base: Any, query: ParsedQuery, limit: int) -> tuple[str, tuple[
 
 
 def _vector_literal(vector: Any) -> str:
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+    # pgvector's text form; float32 needs no more than 9 significant digits.
+    return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
 def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
@@ -167,7 +171,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
     params: list[Any] = []
     ctes: list[str] = []
     if vector is not None:
-        vsql, vparams = _vector_sql(base, embedding, candidates)
+        vsql, vparams = _vector_sql(base, vector, candidates)
         ctes.append(
             f"v AS MATERIALIZED ({vsql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
             "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v)"

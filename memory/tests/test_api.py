@@ -576,3 +576,16 @@ def test_no_input_produces_a_500(world, as_agent, body, route):
         body = {"items": [body]}
     response = client.post(f"/v1/memory/agents/{world.agent.pk}{route}", body, format="json")
     assert response.status_code < 500, response.content
+
+
+def test_fast_renderers_match_the_documented_serializers(access, world):
+    from memory.api.serializers import MemoryItemSerializer, SessionMessageSerializer, item_json, message_json
+    from memory.services.sessions import session_message_append
+
+    item = remember(access, "Renderer parity check", metadata={"a": [1, 2]}, retention_days=3).item
+    item = MemoryItem.objects.get(pk=item.pk)
+    assert item_json(item) == dict(MemoryItemSerializer(item).data)
+    without = dict(MemoryItemSerializer(item, context={"include_content": False}).data)
+    assert item_json(item, include_content=False) == without
+    message = session_message_append(access=access, session_id="s", role="user", content="hi")
+    assert message_json(message) == dict(SessionMessageSerializer(message).data)
