@@ -18,12 +18,14 @@ scored:
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
 from django.db.models import F, FloatField, Q, Value
 from django.db.models.expressions import RawSQL
 
@@ -150,6 +152,16 @@ def _keyword_sql(base: Any, query: ParsedQuery, limit: int) -> tuple[str, tuple[
     return sql, tuple(params)
 
 
+_KEYWORD_ROWS_CTE = (
+    "k AS (SELECT * FROM unnest(%s::uuid[], %s::float8[], %s::timestamptz[]) AS k(id, rank, created_at))"
+)
+# Equal text ranks are common (the same words matched): the newer item first.
+_KEYWORD_RANKS_CTE = (
+    "kr AS (SELECT id, rank, row_number() OVER (ORDER BY rank DESC, created_at DESC, id) AS r FROM k)"
+)
+_embedding_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fedmem-embed")
+
+
 def _vector_literal(vector: Any) -> str:
     # pgvector's text form; float32 needs no more than 9 significant digits.
     return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
@@ -163,13 +175,26 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
     reranker = get_reranker()
     # The reranker needs a deeper head than the answer to reorder.
     limit = min(max(rq.top_k * 4, rq.top_k), candidates * 2) if reranker else rq.top_k
-    embedding = embed_query(rq.query) if rq.mode in ("hybrid", "vector") else None
-    vector = _vector_literal(embedding) if embedding is not None else None
     require_all = rq.mode == "hybrid" and settings.FEDMEM_HYBRID_KEYWORD_MATCH == "all"
     tsquery = keyword_query(rq.query, require_all=require_all) if rq.mode in ("hybrid", "keyword") else None
     columns = ", ".join(f"m.{c}" for c in _COLUMNS)
     params: list[Any] = []
     ctes: list[str] = []
+    keyword_rows: list[tuple[Any, float, Any]] | None = None
+    if rq.mode == "hybrid":
+        # The query's embedding (torch, GIL released) is computed while the database
+        # ranks the full-text candidates: the two slowest steps of a recall overlap.
+        pending = _embedding_pool.submit(embed_query, rq.query)
+        keyword_rows = []
+        if tsquery is not None:
+            ksql, kparams = _keyword_sql(base, tsquery, candidates)
+            with connection.cursor() as cursor:
+                cursor.execute(ksql, kparams)
+                keyword_rows = cursor.fetchall()
+        embedding = pending.result()
+    else:
+        embedding = embed_query(rq.query) if rq.mode == "vector" else None
+    vector = _vector_literal(embedding) if embedding is not None else None
     if vector is not None:
         vsql, vparams = _vector_sql(base, vector, candidates)
         ctes.append(
@@ -177,18 +202,24 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
             "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v)"
         )
         params.extend(vparams)
-    if tsquery is not None:
-        ksql, kparams = _keyword_sql(base, tsquery, candidates)
-        ctes.append(
-            f"k AS MATERIALIZED ({ksql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
-            # equal text ranks are common (same words matched): the newer item first
-            "kr AS (SELECT id, rank, row_number() OVER (ORDER BY rank DESC, created_at DESC, id) AS r FROM k)"
+    if keyword_rows is not None:
+        # The candidates the database ranked a moment ago, passed back as arrays.
+        ctes.append(_KEYWORD_ROWS_CTE + ", " + _KEYWORD_RANKS_CTE)
+        params.extend(
+            [
+                [row[0] for row in keyword_rows],
+                [row[1] for row in keyword_rows],
+                [row[2] for row in keyword_rows],
+            ]
         )
+    elif tsquery is not None and rq.mode == "keyword":
+        ksql, kparams = _keyword_sql(base, tsquery, candidates)
+        ctes.append(f"k AS MATERIALIZED ({ksql}), " + _KEYWORD_RANKS_CTE)
         params.extend(kparams)
     if not ctes:  # keyword mode and a query without a single word
         return []
     k = settings.FEDMEM_RRF_K
-    if vector is not None and tsquery is not None:
+    if vector is not None and keyword_rows is not None:
         fused = (
             "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore, "
             "coalesce(1.0 / (%s + vr.r), 0) + coalesce(1.0 / (%s + kr.r), 0) AS base "
@@ -205,7 +236,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
     similarity = "1 - (m.embedding <=> %s::vector)" if vector is not None else "NULL::float"
     select_params: list[Any] = [vector] if vector is not None else []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
-    if vector is not None and tsquery is not None and weight > 0:
+    if vector is not None and keyword_rows is not None and weight > 0:
         # A brand-new item gains weight x one first place in one list; halves every half-life.
         score = (
             "f.base + %s * power(0.5, extract(epoch FROM (now() - m.created_at)) / (86400.0 * %s)) / (%s + 1)"
