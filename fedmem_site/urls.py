@@ -6,6 +6,7 @@ from core import health
 
 api_patterns = [
     path("", include("governance.api.urls")),
+    path("memory/", include("memory.api.urls")),
     path("memory/", include("providers.api.urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

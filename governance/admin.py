@@ -2,7 +2,18 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from guardian.admin import GuardedModelAdmin
 
-from governance.models import Agent, ApiKey, AuditChainHead, AuditEvent, Job, Membership, Tenant, User
+from core.admin import ReadOnlyModelAdmin
+from governance.models import (
+    Agent,
+    AgentPolicyVersion,
+    ApiKey,
+    AuditChainHead,
+    AuditEvent,
+    Job,
+    Membership,
+    Tenant,
+    User,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -52,26 +63,25 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["status", "kind"]
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """The audit trail is append-only: the admin can read it, never edit it."""
-
-    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin):
+class AuditEventAdmin(ReadOnlyModelAdmin):
     list_display = ["seq", "chain", "action", "actor_label", "target_type", "target_id", "created_at"]
     list_filter = ["action", "actor_type"]
     search_fields = ["action", "actor_label", "target_id"]
 
 
 @admin.register(AuditChainHead)
-class AuditChainHeadAdmin(ReadOnlyAdmin):
+class AuditChainHeadAdmin(ReadOnlyModelAdmin):
     list_display = ["chain", "seq", "hash"]
+
+
+@admin.register(AgentPolicyVersion)
+class AgentPolicyVersionAdmin(admin.ModelAdmin):
+    """Versions are immutable: the admin shows them, changes go through the API."""
+
+    list_display = ["agent", "version", "engine", "created_by", "created_at"]
+    list_filter = ["engine"]
+    readonly_fields = ["agent", "version", "engine", "policy", "note", "created_by", "created_at"]
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 
 from core.errors import NotFound
-from governance.models import Agent, ApiKey, AuditEvent, Job, Membership, Tenant
+from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, Membership, Tenant
 from governance.models.agents import AgentPermission
+from governance.policy import DEFAULT_POLICY, MemoryPolicy, PolicyError
+
+logger = logging.getLogger(__name__)
 
 
 def tenants_for_user(user: Any) -> QuerySet[Tenant]:
@@ -66,3 +70,23 @@ def access_job(user: Any, job_id: Any) -> Job:
 
 def audit_events(tenant: Tenant) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(chain=str(tenant.pk)).order_by("-seq")
+
+
+def current_policy_version(agent: Agent) -> AgentPolicyVersion | None:
+    return AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").first()
+
+
+def memory_policy_for(agent: Agent) -> MemoryPolicy:
+    """The policy in force for an agent (the documented defaults when none was set).
+
+    One query. A stored version that no longer validates (a vocabulary shrank)
+    fails closed to the defaults' read/write scopes rather than granting more.
+    """
+    row = AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").values("policy").first()
+    if row is None:
+        return DEFAULT_POLICY
+    try:
+        return MemoryPolicy.from_json(row["policy"])
+    except PolicyError:
+        logger.error("agent %s has an invalid stored policy; using the defaults", agent.pk)
+        return DEFAULT_POLICY

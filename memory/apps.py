@@ -4,3 +4,28 @@ from django.apps import AppConfig
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Builtin memory"
+
+    def ready(self) -> None:
+        from django.conf import settings
+        from django.db.backends.signals import connection_created
+
+        from memory.embeddings import check_dimension, configured_model_path
+        from memory.models import EMBEDDING_DIMENSIONS
+
+        # Fail at start-up, not on the first write, when the configured embedding
+        # model cannot fill the vector column. Reads the model's config files only.
+        check_dimension(configured_model_path(), EMBEDDING_DIMENSIONS)
+
+        def tune_hnsw(sender, connection, **kwargs):  # type: ignore[no-untyped-def]
+            # Once per connection, not per query: filtered vector searches keep
+            # scanning the graph until they have enough rows that pass the filters.
+            if connection.vendor != "postgresql":
+                return
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, false), "
+                    "set_config('hnsw.iterative_scan', 'relaxed_order', false)",
+                    [str(settings.FEDMEM_HNSW_EF_SEARCH)],
+                )
+
+        connection_created.connect(tune_hnsw, weak=False, dispatch_uid="fedmem-hnsw-tuning")

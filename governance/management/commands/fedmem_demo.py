@@ -7,7 +7,10 @@ from governance.services.demo import demo_seed
 
 
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo tenant, one user per role and two agents; print the logins."
+    help = (
+        "Create (or refresh) the demo tenant, one user per role, two agents and their memories; "
+        "print the logins."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--force", action="store_true", help="allow seeding in production")
@@ -23,3 +26,4 @@ class Command(BaseCommand):
         self.stdout.write("Agent keys (Authorization: Bearer <key>):")
         for name, info in data["agents"].items():
             self.stdout.write(f"  {name:<14} {info['id']}  {info['key']}")
+        self.stdout.write(f"Demo memories: {data['memories']} (seeded once; reruns add only what is missing)")

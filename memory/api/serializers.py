@@ -1,0 +1,350 @@
+"""Request parsing and response shapes of /v1/memory. Validation only; no logic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from core.vocabulary import CLASSIFICATION_NAMES, Classification, Kind, RecordKind, Scope
+from memory.models import MemoryItem, SessionMessage
+from memory.retrieval.hybrid import MODES
+from memory.services.items import MAX_BATCH, MAX_RETENTION_DAYS, MemoryDraft
+
+MAX_QUERY_CHARS = 4096
+
+
+def _valid_unicode(value: str) -> None:
+    # A JSON "\ud800" escape decodes to a lone surrogate that PostgreSQL cannot store.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise serializers.ValidationError("Not valid Unicode text.") from exc
+
+
+class Text(serializers.CharField):
+    """A CharField that also refuses text PostgreSQL cannot store (NUL is refused by DRF)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators.append(_valid_unicode)
+
+
+def _key(**kwargs: Any) -> Text:
+    return Text(max_length=128, required=False, **kwargs)
+
+
+class RememberSerializer(serializers.Serializer):
+    content = Text(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="1 byte to 16 KB of UTF-8 text (not only whitespace).",
+    )
+    scope = serializers.ChoiceField(
+        choices=Scope.choices, required=False, help_text="Default: the policy's default_scope."
+    )
+    kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.FACT)
+    record_kind = serializers.ChoiceField(choices=RecordKind.choices, default=RecordKind.FACT)
+    classification = serializers.ChoiceField(
+        choices=CLASSIFICATION_NAMES, required=False, help_text="Default: internal."
+    )
+    user_id = _key(
+        help_text="The end user the memory is about (required for scope user; "
+        "a user caller defaults to themself)."
+    )
+    session_id = _key(default="", help_text="Required for scope session.")
+    team = _key(default="", help_text="Required for scope team.")
+    project = _key(default="", help_text="Required for scope project.")
+    retention_days = serializers.IntegerField(
+        min_value=1, max_value=MAX_RETENTION_DAYS, required=False, allow_null=True
+    )
+    legal_hold = serializers.BooleanField(default=False)
+    personal_data = serializers.BooleanField(
+        default=False, help_text="Declare personal data; detection also sets the flag."
+    )
+    source = Text(max_length=200, default="", allow_blank=True)
+    metadata = serializers.DictField(default=dict, help_text="A JSON object, at most 8 KB.")
+
+    def to_draft(self) -> MemoryDraft:
+        data = self.validated_data
+        return MemoryDraft(
+            content=data["content"],
+            scope=data.get("scope"),
+            kind=data["kind"],
+            record_kind=data["record_kind"],
+            classification=data.get("classification"),
+            user_id=data.get("user_id"),
+            session_id=data.get("session_id", ""),
+            team=data.get("team", ""),
+            project=data.get("project", ""),
+            retention_days=data.get("retention_days"),
+            legal_hold=data["legal_hold"],
+            personal_data=data["personal_data"],
+            source=data.get("source", ""),
+            metadata=data["metadata"],
+        )
+
+
+class BatchSerializer(serializers.Serializer):
+    """Parsed item by item in the view, so one bad item gets its own error."""
+
+    items = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=MAX_BATCH)
+
+
+class BatchSchemaSerializer(serializers.Serializer):
+    items = RememberSerializer(many=True, help_text=f"1 to {MAX_BATCH} memories.")
+
+
+class MemoryItemSerializer(serializers.ModelSerializer):
+    classification = serializers.SerializerMethodField()
+    agent_id = serializers.UUIDField(read_only=True)
+    content = serializers.CharField(required=False, help_text="Present when include_content=true.")
+
+    class Meta:
+        model = MemoryItem
+        fields = [
+            "id", "agent_id", "content", "scope", "scopes", "kind", "record_kind", "classification",
+            "personal_data", "personal_data_types", "user_id", "session_id", "team", "project",
+            "source", "provenance", "metadata", "content_hash", "created_at", "updated_at",
+            "valid_from", "invalid_at", "retention_until", "legal_hold",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_classification(self, item: MemoryItem) -> str:
+        return str(Classification(item.classification).label)
+
+    def to_representation(self, item: MemoryItem) -> dict[str, Any]:
+        data = super().to_representation(item)
+        if not self.context.get("include_content", True):
+            data.pop("content", None)
+        return data
+
+
+class WrittenItemSerializer(MemoryItemSerializer):
+    deduplicated = serializers.BooleanField(read_only=True)
+
+    class Meta(MemoryItemSerializer.Meta):
+        fields = [*MemoryItemSerializer.Meta.fields, "deduplicated"]
+        read_only_fields = fields
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class BatchResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["created", "deduplicated", "error"])
+    item = MemoryItemSerializer(required=False)
+    error = ErrorBodySerializer(required=False)
+
+
+class BatchResponseSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    deduplicated = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    results = BatchResultSerializer(many=True)
+
+
+class ListQuerySerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+    kind = serializers.ChoiceField(choices=Kind.choices, required=False)
+    session_id = _key()
+    user_id = _key()
+    include_content = serializers.BooleanField(default=False)
+
+
+class UpdateSerializer(serializers.Serializer):
+    content = Text(allow_blank=True, trim_whitespace=False)
+
+
+class RecallSerializer(serializers.Serializer):
+    query = Text(max_length=MAX_QUERY_CHARS)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices), required=False, max_length=len(Scope.values),
+        help_text="Default: the policy's read_scopes.",
+    )  # fmt: skip
+    top_k = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, help_text="Default: the policy's recall_top_k."
+    )
+    session_id = _key(help_text="Session memory is searched only when given.")
+    user_id = _key(
+        help_text="User memory is searched only for this user (a user caller defaults to themself)."
+    )
+    team = _key()
+    project = _key()
+    min_score = serializers.FloatField(
+        required=False,
+        min_value=-1.0,
+        max_value=1.0,
+        help_text="Floor on cosine similarity (hybrid, vector) or on the text rank (keyword).",
+    )
+    search_mode = serializers.ChoiceField(choices=MODES, default="hybrid")
+    recency_weight = serializers.FloatField(
+        required=False, min_value=0.0, max_value=10.0, help_text="Hybrid only; default FEDMEM_RECENCY_WEIGHT."
+    )
+
+
+class SearchSerializer(RecallSerializer):
+    kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices), required=False)
+    record_kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=RecordKind.choices), required=False
+    )
+    created_after = serializers.DateTimeField(required=False)
+    created_before = serializers.DateTimeField(required=False)
+
+
+class RecallResultSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    content = serializers.CharField()
+    score = serializers.FloatField(
+        help_text="Local to this engine and search mode; never compare across sources."
+    )
+    similarity = serializers.FloatField(allow_null=True)
+    vector_rank = serializers.IntegerField(allow_null=True)
+    keyword_rank = serializers.IntegerField(allow_null=True)
+    scope = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+    kind = serializers.CharField()
+    record_kind = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    provenance = serializers.DictField()
+    trust = serializers.ChoiceField(choices=["untrusted"])
+
+
+class RecallResponseSerializer(serializers.Serializer):
+    results = RecallResultSerializer(many=True)
+    context = serializers.CharField(
+        help_text="All results between nonce-carrying markers, as untrusted data."
+    )
+    nonce = serializers.CharField()
+    search_mode = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+
+
+class SearchHitSerializer(MemoryItemSerializer):
+    score = serializers.FloatField(read_only=True)
+    similarity = serializers.FloatField(read_only=True, allow_null=True)
+    vector_rank = serializers.IntegerField(read_only=True, allow_null=True)
+    keyword_rank = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta(MemoryItemSerializer.Meta):
+        fields = [*MemoryItemSerializer.Meta.fields, "score", "similarity", "vector_rank", "keyword_rank"]
+        read_only_fields = fields
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    results = SearchHitSerializer(many=True)
+    search_mode = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+
+
+class PurgeSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=Scope.choices)
+    confirm = serializers.BooleanField(default=False)
+    team = _key(default="")
+    project = _key(default="")
+    session_id = _key(default="")
+    user_id = _key(default="")
+
+
+class PurgeReportSerializer(serializers.Serializer):
+    scope = serializers.CharField()
+    deleted = serializers.IntegerField(help_text="Items deleted.")
+    unscoped = serializers.IntegerField(help_text="Items kept because they are also in another scope.")
+    kept_legal_hold = serializers.IntegerField(help_text="Items kept untouched because of a legal hold.")
+    session_messages_deleted = serializers.IntegerField()
+
+
+class ExportSerializer(serializers.Serializer):
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices),
+        required=False,
+        help_text="Default: read_scopes.",
+    )
+
+
+class SessionMessageCreateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=SessionMessage.Role.choices)
+    content = Text(allow_blank=True, trim_whitespace=False)
+    user_id = _key()
+    classification = serializers.ChoiceField(choices=CLASSIFICATION_NAMES, required=False)
+    metadata = serializers.DictField(default=dict)
+
+
+class SessionMessageSerializer(serializers.ModelSerializer):
+    classification = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SessionMessage
+        fields = [
+            "id", "session_id", "user_id", "role", "content", "classification", "personal_data",
+            "personal_data_types", "metadata", "created_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_classification(self, message: SessionMessage) -> str:
+        return str(Classification(message.classification).label)
+
+
+_DATETIME = serializers.DateTimeField()
+
+
+def _when(value: Any) -> str | None:
+    return None if value is None else _DATETIME.to_representation(value)
+
+
+def item_json(item: MemoryItem, *, include_content: bool = True) -> dict[str, Any]:
+    """``MemoryItemSerializer(item).data`` without building a serializer per row.
+
+    Batch writes, listings and exports render hundreds of items; instantiating a
+    ModelSerializer for each cost more than storing it. The serializer stays the
+    schema's description; a test keeps the two identical.
+    """
+    data: dict[str, Any] = {
+        "id": str(item.pk),
+        "agent_id": str(item.agent_id),
+        "content": item.content if include_content else None,
+        "scope": item.scope,
+        "scopes": list(item.scopes),
+        "kind": item.kind,
+        "record_kind": item.record_kind,
+        "classification": str(Classification(item.classification).label),
+        "personal_data": item.personal_data,
+        "personal_data_types": list(item.personal_data_types),
+        "user_id": item.user_id,
+        "session_id": item.session_id,
+        "team": item.team,
+        "project": item.project,
+        "source": item.source,
+        "provenance": item.provenance,
+        "metadata": item.metadata,
+        "content_hash": item.content_hash,
+        "created_at": _when(item.created_at),
+        "updated_at": _when(item.updated_at),
+        "valid_from": _when(item.valid_from),
+        "invalid_at": _when(item.invalid_at),
+        "retention_until": _when(item.retention_until),
+        "legal_hold": item.legal_hold,
+    }
+    if not include_content:
+        del data["content"]
+    return data
+
+
+def message_json(message: SessionMessage) -> dict[str, Any]:
+    """``SessionMessageSerializer(message).data`` without a serializer per row."""
+    return {
+        "id": message.pk,
+        "session_id": message.session_id,
+        "user_id": message.user_id,
+        "role": message.role,
+        "content": message.content,
+        "classification": str(Classification(message.classification).label),
+        "personal_data": message.personal_data,
+        "personal_data_types": list(message.personal_data_types),
+        "metadata": message.metadata,
+        "created_at": _when(message.created_at),
+    }

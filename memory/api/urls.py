@@ -1,0 +1,21 @@
+from django.urls import path
+
+from memory.api import views
+
+app_name = "memory"
+
+prefix = "agents/<str:agent_id>/"
+urlpatterns = [
+    path(prefix + "memories", views.RememberView.as_view(), name="memories"),
+    path(prefix + "memories/batch", views.BatchView.as_view(), name="memories-batch"),
+    path(prefix + "memories/search", views.SearchView.as_view(), name="memories-search"),
+    path(prefix + "memories/purge", views.PurgeView.as_view(), name="memories-purge"),
+    path(prefix + "memories/export", views.ExportView.as_view(), name="memories-export"),
+    path(prefix + "memories/<str:item_id>", views.ItemView.as_view(), name="memory-detail"),
+    path(prefix + "recall", views.RecallView.as_view(), name="recall"),
+    path(
+        prefix + "sessions/<str:session_id>/messages",
+        views.SessionMessagesView.as_view(),
+        name="session-messages",
+    ),
+]

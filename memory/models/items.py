@@ -1,0 +1,123 @@
+"""The memory item: one remembered piece of content with its scope keys and governance fields."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from core.vocabulary import Classification, Kind, RecordKind, Scope
+
+# The column's dimension. A configured embedding model must produce exactly this
+# many numbers (checked at start-up); a different size needs a new migration.
+EMBEDDING_DIMENSIONS = 384
+# The text-search configuration of the generated column; queries must use the same.
+TEXT_SEARCH_CONFIG = "english"
+
+
+class MemoryItemQuerySet(models.QuerySet["MemoryItem"]):
+    def current(self, *, at: object | None = None) -> MemoryItemQuerySet:
+        """Valid at ``at`` (default now) and not past retention: what every read sees."""
+        moment = at or timezone.now()
+        return self.filter(
+            Q(valid_from__lte=moment),
+            Q(invalid_at__isnull=True) | Q(invalid_at__gt=moment),
+            Q(retention_until__isnull=True) | Q(retention_until__gt=moment),
+        )
+
+
+class MemoryItem(models.Model):
+    """A memory of one agent in one tenant.
+
+    Scope keys (agent, user_id, session_id, team, project) say whose memory it is;
+    ``scopes`` says at which levels it is visible (an exact duplicate written at
+    another scope with the same keys widens ``scopes`` instead of adding a row;
+    ``scope`` keeps the level it was first written at). ``invalid_at`` retires an
+    item without deleting it (soft supersede); ``retention_until`` is when it
+    expires. Embedding and full-text vector are derived from ``content`` and
+    change with it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # PROTECT: memory is only ever deleted through the memory services, which
+    # honour legal holds; deleting a tenant or agent that still has memory fails.
+    tenant = models.ForeignKey("governance.Tenant", on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey("governance.Agent", on_delete=models.PROTECT, related_name="memory_items")
+    user_id = models.CharField(
+        max_length=128, blank=True, help_text="the subject (end user) the memory is about"
+    )
+    session_id = models.CharField(max_length=128, blank=True)
+    team = models.CharField(max_length=128, blank=True)
+    project = models.CharField(max_length=128, blank=True)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    scopes = ArrayField(models.CharField(max_length=16, choices=Scope.choices), default=list)
+    shared_with = ArrayField(
+        models.UUIDField(), default=list, blank=True, help_text="agents a shared_agents item is shared with"
+    )
+
+    content = models.TextField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    record_kind = models.CharField(max_length=16, choices=RecordKind.choices, default=RecordKind.FACT)
+    classification = models.PositiveSmallIntegerField(
+        choices=Classification.choices, default=Classification.INTERNAL
+    )
+    personal_data = models.BooleanField(default=False)
+    personal_data_types = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    source = models.CharField(max_length=200, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, help_text="sha256 of the normalized content")
+
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config=TEXT_SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+    valid_from = models.DateTimeField(default=timezone.now)
+    invalid_at = models.DateTimeField(null=True, blank=True)
+    retention_until = models.DateTimeField(null=True, blank=True)
+    legal_hold = models.BooleanField(default=False)
+
+    objects = MemoryItemQuerySet.as_manager()
+
+    class Meta:
+        db_table = "memory_item"
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "agent", "-created_at"], name="memory_item_agent_recent"),
+            models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
+            models.Index(fields=["agent", "session_id"], name="memory_item_session"),
+            GinIndex(fields=["search_vector"], name="memory_item_search_gin"),
+            # Cosine, matching `<=>` in retrieval. Built in its own migration: on a
+            # large table it is the slow step and must be re-runnable on its own.
+            HnswIndex(
+                name="memory_item_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(classification__lte=Classification.RESTRICTED), name="memory_item_classification"
+            ),
+            models.CheckConstraint(condition=~Q(scopes=[]), name="memory_item_has_scope"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.content[:40]}"
+
+    @property
+    def classification_name(self) -> str:
+        return str(Classification(self.classification).label)

@@ -1,0 +1,173 @@
+"""Ranked retrieval: hybrid quality on a labelled set, filters applied before ranking, knobs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from governance.services.policies import policy_version_create
+from memory.enforcement import Keys, system_access
+from memory.models import MemoryItem
+from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.services.items import MemoryDraft, memory_remember
+from memory.tests.conftest import remember
+from memory.tests.data.retrieval_set import MEMORIES, QUERIES
+
+
+def _recall(access, query, *, mode="hybrid", top_k=5, scopes=("user",), user_id="cust-1", **extra):
+    keys = Keys(user_id=user_id, session_id=extra.pop("session_id", None), narrow=True)
+    return retrieve(
+        access, RecallQuery(query=query, scopes=scopes, keys=keys, top_k=top_k, mode=mode, **extra)
+    )
+
+
+def _contents(hits):
+    return [hit.item.content for hit in hits]
+
+
+def test_hybrid_beats_vector_only_and_keyword_only_on_the_labelled_set(access):
+    by_id = {}
+    for key, content in MEMORIES.items():
+        by_id[remember(access, content).item.pk] = key
+
+    def quality(mode):
+        reciprocal_ranks, first = [], 0
+        for query, relevant in QUERIES:
+            ranked = [by_id[hit.item.pk] for hit in _recall(access, query, mode=mode, top_k=5)]
+            rank = next((i for i, key in enumerate(ranked, 1) if key in relevant), None)
+            reciprocal_ranks.append(1 / rank if rank else 0.0)
+            first += rank == 1
+        return sum(reciprocal_ranks) / len(QUERIES), first
+
+    hybrid, vector, keyword = quality("hybrid"), quality("vector"), quality("keyword")
+    # Mean reciprocal rank, then how many queries have the relevant memory first.
+    assert hybrid[0] > vector[0] and hybrid[0] > keyword[0], (hybrid, vector, keyword)
+    assert hybrid[1] > vector[1] and hybrid[1] > keyword[1], (hybrid, vector, keyword)
+
+
+def test_each_mode_reports_its_own_signals(access):
+    remember(access, "Checkout fails with error ERR-4471 when the coupon field is left empty.")
+    [hybrid] = _recall(access, "ERR-4471 checkout", top_k=1)
+    assert hybrid.vector_rank == 1 and hybrid.keyword_rank == 1
+    assert hybrid.score == pytest.approx(2 / 61)
+    [vector] = _recall(access, "ERR-4471 checkout", mode="vector", top_k=1)
+    assert vector.score == pytest.approx(vector.similarity) and 0 < vector.score <= 1
+    [keyword] = _recall(access, "ERR-4471 checkout", mode="keyword", top_k=1)
+    assert keyword.similarity is None and 0 < keyword.score < 1
+
+
+def test_other_tenants_and_agents_never_rank_even_when_closer(access, world):
+    remember(access, "The invoice template uses the blue logo")
+    # Word-for-word the query, but in another tenant / another agent.
+    remember(system_access(world.foreign_agent), "Which logo does the invoice template use")
+    remember(system_access(world.sibling), "Which logo does the invoice template use")
+    hits = _recall(access, "Which logo does the invoice template use", scopes=("user", "agent"))
+    assert _contents(hits) == ["The invoice template uses the blue logo"]
+
+
+def test_expired_retired_and_too_classified_items_are_filtered_in_sql(access, world):
+    remember(access, "Backups run at midnight")
+    expired = remember(access, "Backups run at noon").item
+    retired = remember(access, "Backups run hourly").item
+    secret = remember(access, "Backups run from the vault at 3am").item
+    MemoryItem.objects.filter(pk=expired.pk).update(retention_until=timezone.now() - timedelta(minutes=1))
+    MemoryItem.objects.filter(pk=retired.pk).update(invalid_at=timezone.now() - timedelta(minutes=1))
+    # Above the default policy's maximum (confidential): stored, but never read by this agent.
+    MemoryItem.objects.filter(pk=secret.pk).update(classification=3)
+    for mode in ("hybrid", "vector", "keyword"):
+        assert _contents(_recall(access, "when do backups run", mode=mode)) == ["Backups run at midnight"]
+
+
+def test_session_and_user_memory_need_their_keys(access):
+    remember(access, "Asked about the refund in this chat", scope="session", session_id="chat-1")
+    remember(access, "Lives in Lisbon", scope="user", user_id="cust-1")
+    remember(access, "Lives in Oslo", scope="user", user_id="cust-2")
+    remember(access, "Support hours are 9 to 5", scope="agent")
+    scopes = ("session", "user", "agent")
+    no_keys = _contents(
+        _recall(access, "where does the customer live", scopes=scopes, user_id=None, top_k=10)
+    )
+    assert no_keys == ["Support hours are 9 to 5"]
+    cust_1 = _contents(
+        _recall(access, "where does the customer live", scopes=scopes, session_id="chat-1", top_k=10)
+    )
+    assert "Lives in Lisbon" in cust_1 and "Asked about the refund in this chat" in cust_1
+    assert "Lives in Oslo" not in cust_1
+
+
+def test_min_score_is_a_similarity_floor(access):
+    remember(access, "The office plants are watered on Fridays")
+    remember(access, "Kubernetes upgrades happen in the maintenance window")
+    hits = _recall(access, "when are cluster upgrades done", min_score=0.3)
+    assert _contents(hits) == ["Kubernetes upgrades happen in the maintenance window"]
+    assert all(hit.similarity >= 0.3 for hit in hits)
+
+
+def test_recency_weight_prefers_newer_memories(access):
+    old = remember(access, "The team lunch is on Thursday").item
+    remember(access, "The team lunch moved to Friday")
+    MemoryItem.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=120))
+    query = "team lunch Thursday"
+    assert _contents(_recall(access, query, top_k=1)) == ["The team lunch is on Thursday"]
+    assert _contents(_recall(access, query, top_k=1, recency_weight=3.0)) == [
+        "The team lunch moved to Friday"
+    ]
+
+
+def test_search_filters_apply_before_ranking(access):
+    remember(access, "Prefers invoices by e-mail", kind="preference")
+    remember(access, "Invoices are sent on the first of the month", kind="fact")
+    hits = _recall(access, "invoices", kinds=("preference",))
+    assert _contents(hits) == ["Prefers invoices by e-mail"]
+    assert _contents(_recall(access, "invoices", created_after=timezone.now() + timedelta(minutes=1))) == []
+
+
+@pytest.mark.parametrize("query", ["a & b | !c", "':* (x) <-> y", "\\' OR 1=1 --", "!!!", "\u0000?"])
+def test_keyword_queries_cannot_inject_tsquery_syntax(access, query):
+    remember(access, "A memory about x and y")
+    for mode in ("keyword", "hybrid"):
+        _recall(access, query, mode=mode)  # no error is the assertion
+
+
+def test_scopes_outside_the_read_policy_are_refused(world):
+    from memory.enforcement import PolicyViolation, read_scopes
+
+    policy_version_create(agent=world.agent, policy={"read_scopes": ["agent"]})
+    access = system_access(world.agent)
+    with pytest.raises(PolicyViolation) as caught:
+        read_scopes(access, ["user"])
+    assert caught.value.rule == "read_scopes"
+
+
+def test_the_reranker_slot_reorders_with_a_local_cross_encoder(access, settings, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    from memory.embeddings import packaged_model_path
+    from memory.retrieval import rerank
+
+    # A cross-encoder head on the packaged MiniLM encoder, built and saved offline:
+    # the real loading and scoring path runs without fetching anything.
+    CrossEncoder(str(packaged_model_path()), num_labels=1, device="cpu").save(str(tmp_path))
+    settings.FEDMEM_RERANKER_MODEL = str(tmp_path)
+    try:
+        remember(access, "Escalate outages to the on-call engineer")
+        remember(access, "Outage reports go to the status page")
+        hits = _recall(access, "who handles outages", top_k=2)
+        assert len(hits) == 2
+        assert all("fused_score" in hit.signals for hit in hits)
+        assert hits[0].score >= hits[1].score
+    finally:
+        rerank._loaded.clear()
+
+
+def test_policy_max_classification_filters_reads(world):
+    access = system_access(world.agent)
+    memory_remember(
+        access=access,
+        draft=MemoryDraft(content="Salary bands for 2025", classification="confidential", user_id="cust-1"),
+    )
+    policy_version_create(agent=world.agent, policy={"max_classification": "internal"})
+    stricter = system_access(world.agent)
+    assert _contents(_recall(stricter, "salary bands")) == []
