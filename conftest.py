@@ -15,6 +15,32 @@ from governance.models import Agent, Role, Tenant, User
 from governance.tests import factories as f
 
 
+def pytest_sessionstart(session) -> None:
+    """Drop test databases left by runs that died (their pid is gone)."""
+    import re
+
+    import psutil
+    import psycopg
+    from django.conf import settings
+    from psycopg import sql
+
+    db = settings.DATABASES["default"]
+    pattern = re.compile(rf"^test_{re.escape(db['NAME'])}_(\d+)$")
+    params = {"host": db["HOST"] or None, "port": db["PORT"] or None, "user": db["USER"] or None}
+    params["password"] = db["PASSWORD"] or None
+    try:
+        with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+            names = [row[0] for row in conn.execute("SELECT datname FROM pg_database")]
+            for name in names:
+                match = pattern.match(name)
+                if match and not psutil.pid_exists(int(match.group(1))):
+                    conn.execute(
+                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                    )
+    except psycopg.Error:
+        pass  # not allowed to list or drop: leave it to the operator
+
+
 @dataclass
 class World:
     tenant: Tenant

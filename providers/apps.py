@@ -27,3 +27,9 @@ def start_warmup() -> None:
 class ProvidersConfig(AppConfig):
     name = "providers"
     verbose_name = "Memory providers"
+
+    def ready(self) -> None:
+        from providers.builtin import builtin_source
+        from providers.federation import register_builtin_source
+
+        register_builtin_source(builtin_source)

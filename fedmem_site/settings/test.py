@@ -17,3 +17,8 @@ from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING["root"]["level"] = "WARNING"  # noqa: F405
+
+# One test database per run, so two runs on one machine (two worktrees, an editor
+# and a terminal) never drop each other's database. conftest.py removes the ones
+# whose run died without cleaning up.
+DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405

@@ -11,6 +11,17 @@ from providers.models import AccessControl
 from providers.tests.engines import custom_engine, declare
 
 
+@pytest.fixture(autouse=True)
+def providers_only():
+    """These tests are about provider engines; the builtin source has its own module."""
+    from providers import federation
+    from providers.builtin import builtin_source
+
+    federation.register_builtin_source(None)
+    yield
+    federation.register_builtin_source(builtin_source)
+
+
 def url(agent) -> str:
     return f"/v1/memory/agents/{agent.pk}/federated/recall"
 

@@ -243,8 +243,9 @@ def test_the_builtin_engine_plugs_in_as_a_source():
         calls.append((agent, ctx.operation))
         return StaticSource("builtin", [("fact", "from builtin")], provider="builtin")
 
+    previous = federation.builtin_source_factory()
     federation.register_builtin_source(factory)
     try:
         assert federation.builtin_source_factory() is factory
     finally:
-        federation.register_builtin_source(None)
+        federation.register_builtin_source(previous)
