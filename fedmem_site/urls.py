@@ -3,6 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import health
+from governance import urls as governance_console
+from providers import urls as providers_console
 
 api_patterns = [
     path("", include("governance.api.urls")),
@@ -17,7 +19,8 @@ urlpatterns = [
     path("ready", health.ready, name="ready"),
     path("v1/", include((api_patterns, "api"))),
     path("admin/", admin.site.urls),
-    path("", include("governance.urls")),
+    # One console namespace; each app contributes its pages.
+    path("", include(([*governance_console.urlpatterns, *providers_console.urlpatterns], "console"))),
 ]
 
 handler400 = "core.errors.handler400"

@@ -15,7 +15,7 @@ NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
     ("Graph", None, frozenset()),
     ("Candidates", None, frozenset()),
     ("Holds & erasure", None, frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"})),
-    ("Engines", None, frozenset({"platform_admin", "tenant_admin"})),
+    ("Engines", "console:engines", frozenset()),
     ("Policies", None, frozenset({"platform_admin", "tenant_admin", "developer"})),
     ("Audit", "console:audit", frozenset({"auditor"})),
     ("Agents & keys", "console:agents", frozenset()),

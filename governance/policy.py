@@ -13,7 +13,8 @@ from typing import Any
 from core.vocabulary import CLASSIFICATION_NAMES, Classification, Kind, Scope
 
 DEFAULT_READ_SCOPES = (Scope.SESSION.value, Scope.USER.value, Scope.AGENT.value)
-ISOLATION_LEVELS = ("logical", "strict")
+# Weakest first; the same levels engines announce (providers.models.Isolation).
+ISOLATION_LEVELS = ("none", "logical", "dedicated")
 MAX_RECALL_TOP_K = 100
 
 

@@ -2,8 +2,6 @@ from django.urls import path
 
 from governance import views
 
-app_name = "console"
-
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("login/", views.LoginView.as_view(), name="login"),

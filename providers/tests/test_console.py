@@ -1,0 +1,125 @@
+"""Console pages for engines: list, detail, health, declare / remove, the tenant's credential."""
+
+from __future__ import annotations
+
+import pytest
+
+from governance.models import Role
+from governance.tests import factories as f
+from providers.models import AccessControl, EngineInstance, TenantEngineCredential
+from providers.tests.engines import custom_engine, declare
+
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def engines(world, local_server):
+    server = custom_engine(server=local_server())
+    declare("shared-custom", server.url, access_control=AccessControl.TENANT_KEY)
+    declare("globex-custom", server.url, tenant=world.other_tenant)
+    return server
+
+
+def test_engine_list_shows_builtin_and_visible_engines(client, world, engines):
+    client.force_login(world.owner)
+    page = client.get("/engines/").content.decode()
+    assert "builtin" in page and "shared-custom" in page and "globex-custom" not in page
+    assert "Declare an engine" not in page
+
+
+def test_detail_and_health(client, world, engines):
+    client.force_login(world.auditor)
+    page = client.get("/engines/shared-custom/").content.decode()
+    assert "Check health" in page and "recall" in page
+    health = client.post("/engines/shared-custom/health/", **HX).content.decode()
+    # tenant_key engine without the tenant's credential: reported, not raised
+    assert "memory_engine_credential_missing" in health
+    client.force_login(world.outsider)
+    assert client.get("/engines/globex-custom/").status_code == 200
+    client.force_login(world.owner)
+    assert client.get("/engines/globex-custom/").status_code == 404
+    assert client.post("/engines/globex-custom/health/").status_code == 404
+
+
+def test_builtin_detail_and_isolation_refusals(client, world, engines):
+    from governance.models import AgentPolicyVersion
+
+    AgentPolicyVersion.objects.create(
+        agent=world.agent, version=1, policy={"required_isolation": "dedicated"}
+    )
+    client.force_login(world.owner)
+    page = client.get("/engines/shared-custom/").content.decode()
+    assert "support-bot: its policy requires <strong>dedicated</strong> isolation" in page
+    assert client.get("/engines/builtin/").status_code == 200
+
+
+def test_tenant_admin_sets_rotates_removes_credential_never_shown(client, world, engines):
+    client.force_login(world.admin)
+    url = "/engines/shared-custom/credential/"
+    response = client.post(url, {"credential_ref": "env://FEDMEM_CRED_ACME_KEY"}, **HX)
+    assert response.status_code == 200 and b"FEDMEM_CRED_ACME_KEY" not in response.content
+    assert b"<code>env</code> reference is set" in response.content
+    stored = TenantEngineCredential.objects.get(engine_id="shared-custom", tenant=world.tenant)
+    assert stored.credential_ref == "env://FEDMEM_CRED_ACME_KEY"
+    bad = client.post(url, {"credential_ref": "env://DATABASE_URL"}, **HX)
+    assert bad.status_code == 400 and b"DATABASE_URL" not in bad.content.split(b'role="alert"')[0]
+    stored.refresh_from_db()
+    assert stored.credential_ref == "env://FEDMEM_CRED_ACME_KEY"
+    removed = client.post(url, {"action": "remove"}, **HX)
+    assert removed.status_code == 200 and b"No tenant credential is set" in removed.content
+    assert not TenantEngineCredential.objects.exists()
+
+
+def test_credential_is_tenant_admin_only(client, world, engines):
+    client.force_login(world.owner)
+    assert (
+        client.post(
+            "/engines/shared-custom/credential/", {"credential_ref": "env://FEDMEM_CRED_X"}
+        ).status_code
+        == 403
+    )
+    assert not TenantEngineCredential.objects.exists()
+
+
+def test_platform_admin_declares_and_removes(client, world, engines):
+    padmin = f.member(world.tenant, Role.PLATFORM_ADMIN, username="padmin")
+    client.force_login(padmin)
+    assert "Declare an engine" in client.get("/engines/").content.decode()
+    body = {
+        "id": "new-mem0",
+        "provider": "mem0",
+        "base_url": "https://mem0.example.com",
+        "access_control": "tenant_key",
+        "timeout_seconds": "5",
+    }
+    response = client.post("/engines/", body)
+    assert response.status_code == 302 and EngineInstance.objects.filter(pk="new-mem0").exists()
+    bad = client.post("/engines/", {**body, "id": "other", "base_url": "https://10.0.0.1"}, **HX)
+    assert bad.status_code == 400 and not EngineInstance.objects.filter(pk="other").exists()
+    assert client.post("/engines/new-mem0/remove/").status_code == 302
+    assert not EngineInstance.objects.filter(pk="new-mem0").exists()
+
+
+def test_declare_and_remove_are_platform_admin_only(client, world, engines):
+    client.force_login(world.admin)
+    body = {
+        "id": "x",
+        "provider": "custom",
+        "base_url": "https://x.example.com",
+        "access_control": "none",
+        "timeout_seconds": "5",
+    }
+    assert client.post("/engines/", body).status_code == 403
+    assert client.post("/engines/shared-custom/remove/").status_code == 403
+    assert EngineInstance.objects.filter(pk="shared-custom").exists()
+    assert not EngineInstance.objects.filter(pk="x").exists()
+
+
+def test_anonymous_is_sent_to_login(client, world, engines):
+    assert client.get("/engines/").status_code == 302
+    assert (
+        client.post(
+            "/engines/shared-custom/credential/", {"credential_ref": "env://FEDMEM_CRED_X"}
+        ).status_code
+        == 302
+    )
