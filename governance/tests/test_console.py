@@ -38,7 +38,7 @@ def nav_labels(html: bytes) -> list[str]:
 def test_navigation_is_role_aware(client, world):
     client.force_login(world.owner)
     developer_nav = nav_labels(client.get("/").content)
-    assert "Policies" in developer_nav and "Audit" not in developer_nav and "Engines" not in developer_nav
+    assert "Policies" in developer_nav and "Audit" not in developer_nav and "Engines" in developer_nav
     client.force_login(world.auditor)
     auditor_nav = nav_labels(client.get("/").content)
     assert "Audit" in auditor_nav and "Policies" not in auditor_nav
