@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from providers.adapters.base import (
+    MEMORY_CAPABILITIES,
     RECORD_KINDS,
     AdapterError,
     HealthReport,
@@ -128,20 +129,7 @@ class LangGraphAdapter(MemoryAdapter):
     provider = "langgraph"
     sdk_modules = ("langgraph_sdk.client",)
     label = "LangGraph store"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
-        {
-            "remember",
-            "recall",
-            "search",
-            "update",
-            "forget",
-            "list",
-            "get",
-            "purge",
-            "get_health",
-            "get_capabilities",
-        }
-    )
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(MEMORY_CAPABILITIES)  # the whole set
     shared_isolation = "logical"
     record_kinds = RECORD_KINDS
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {"namespace_root": str}

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Protocol
 from django.conf import settings
 
 from providers.adapters.base import (
+    MEMORY_CAPABILITIES,
     AdapterError,
     HealthReport,
     Hit,
@@ -172,20 +173,7 @@ class Mem0Adapter(MemoryAdapter):
         super().warm()
 
     label = "Mem0"
-    memory_capabilities: ClassVar[frozenset[str]] = frozenset(
-        {
-            "remember",
-            "recall",
-            "search",
-            "update",
-            "forget",
-            "list",
-            "get",
-            "purge",
-            "get_health",
-            "get_capabilities",
-        }
-    )
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(MEMORY_CAPABILITIES)  # the whole set
     shared_isolation = "logical"
     record_kinds = ("fact",)
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
