@@ -1,0 +1,92 @@
+"""The Python client against a live fedmem over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from fedmem_client import (
+    AsyncFedmemClient,
+    FedmemClient,
+    FedmemError,
+    NotAuthenticated,
+    NotFound,
+    ValidationError,
+)
+from governance.tests import factories as f
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def memory(world, live_server):
+    with FedmemClient(live_server.url, f.agent_key(world.agent), max_retries=1) as client:
+        yield client.agent(str(world.agent.pk))
+
+
+def test_remember_recall_update_forget(memory):
+    item = memory.remember("The staging database runs PostgreSQL 17", scope="agent")
+    assert item["content"].startswith("The staging database")
+    found = memory.recall("which PostgreSQL does staging run?", scopes=["agent"])
+    assert found["results"][0]["id"] == item["id"] and "untrusted" in found["context"].lower()
+    memory.update(item["id"], "The staging database runs PostgreSQL 18")
+    assert memory.get(item["id"])["content"].endswith("18")
+    memory.forget(item["id"])
+    with pytest.raises(NotFound) as caught:
+        memory.get(item["id"])
+    assert caught.value.code and caught.value.status == 404
+
+
+def test_the_same_idempotency_key_writes_once(memory):
+    first = memory.remember("Backups run at 02:00 UTC", scope="agent", idempotency_key="backup-fact")
+    again = memory.remember("Backups run at 02:00 UTC", scope="agent", idempotency_key="backup-fact")
+    assert again["id"] == first["id"]
+    assert sum(1 for _ in memory.iter_memories()) == 1
+
+
+def test_pagination_walks_every_page(memory):
+    memory.remember_batch(
+        [{"content": f"Fact number {n} about the fleet", "scope": "agent"} for n in range(5)]
+    )
+    rows = list(memory.iter_memories(limit=2, include_content=True))
+    assert len(rows) == 5 and len({r["id"] for r in rows}) == 5
+
+
+def test_errors_carry_the_code(world, live_server, memory):
+    with pytest.raises(ValidationError) as caught:
+        memory.remember("", scope="agent")
+    assert caught.value.status == 400 and caught.value.details
+    with (
+        FedmemClient(live_server.url, "fm_000000000000_" + "x" * 40) as bad,
+        pytest.raises(NotAuthenticated) as denied,
+    ):
+        bad.me()
+    assert denied.value.code == "authentication_failed"
+
+
+def test_unreachable_server_is_a_clear_error_after_retries():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with (
+        FedmemClient(f"http://127.0.0.1:{port}", "fm_x", max_retries=1) as client,
+        pytest.raises(FedmemError) as caught,
+    ):
+        client.me()
+    assert caught.value.code == "connection_failed" and caught.value.status == 0
+
+
+def test_async_client(world, live_server):
+    key = f.agent_key(world.agent)
+
+    async def scenario():
+        async with AsyncFedmemClient(live_server.url, key) as client:
+            memory = client.agent(str(world.agent.pk))
+            item = await memory.remember("Async writes reach the same store", scope="agent")
+            rows = [row async for row in memory.iter_memories(limit=1)]
+            return item, rows
+
+    item, rows = asyncio.run(scenario())
+    assert [r["id"] for r in rows] == [item["id"]]
