@@ -30,7 +30,10 @@ def test_full_text_vector_is_generated_and_gin_indexed(access):
         cursor.execute("SELECT search_vector::text FROM memory_item WHERE id = %s", [item.pk])
         (vector,) = cursor.fetchone()
     assert "'deploy'" in vector and "'corrupt'" in vector  # stemmed by the english configuration
-    assert "USING gin" in _indexdef("memory_item_search_gin")
+    definition = _indexdef("memory_item_search_gin")
+    assert "USING gin" in definition
+    # A bounded pending list: searches never wade through megabytes of unmerged entries.
+    assert "gin_pending_list_limit='256'" in definition
 
 
 def test_embedding_column_is_384_dimensions(db):
