@@ -217,6 +217,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     info = machine()
     print(f"machine: {info['cores']} cores, {info['ram']} RAM, {info['cpu']}")
+    # Other work on the same cores skews every figure below; say how busy it was.
+    print("load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('server_version'), extversion FROM pg_extension WHERE extname='vector'"
@@ -369,6 +371,7 @@ def main() -> None:
         f"{embed_rate:.0f} texts/s; ratio {write_rate / embed_rate:.2f} "
         f"(personal-data detection alone: {pii_rate:.0f} texts/s)"
     )
+    print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
