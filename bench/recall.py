@@ -217,6 +217,8 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     info = machine()
     print(f"machine: {info['cores']} cores, {info['ram']} RAM, {info['cpu']}")
+    # Other work on the same cores skews every figure below; say how busy it was.
+    print("load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('server_version'), extversion FROM pg_extension WHERE extname='vector'"
@@ -345,20 +347,23 @@ def main() -> None:
     # --- write throughput ----------------------------------------------------------------
     fresh = [f"{text} (batch {n})" for n, text in enumerate(generate_texts(args.writes, seed=99))]
     batch_url = f"/v1/memory/agents/{agent.pk}/memories/batch"
-    began = time.perf_counter()
+    # Interleaved chunk by chunk, so a change in machine load hits both figures alike.
+    write_s = embed_s = pii_s = 0.0
     for start in range(0, len(fresh), 100):
-        items = [{"content": text, "scope": "agent"} for text in fresh[start : start + 100]]
-        response = client.post(batch_url, {"items": items}, format="json")
+        chunk = fresh[start : start + 100]
+        began = time.perf_counter()
+        response = client.post(
+            batch_url, {"items": [{"content": t, "scope": "agent"} for t in chunk]}, format="json"
+        )
+        write_s += time.perf_counter() - began
         assert response.status_code == 201, response.content
-    write_rate = len(fresh) / (time.perf_counter() - began)
-    began = time.perf_counter()
-    for start in range(0, len(fresh), 100):
-        embed_texts(fresh[start : start + 100])
-    embed_rate = len(fresh) / (time.perf_counter() - began)
-    began = time.perf_counter()
-    for start in range(0, len(fresh), 100):
-        detect_personal_data(fresh[start : start + 100])
-    pii_rate = len(fresh) / (time.perf_counter() - began)
+        began = time.perf_counter()
+        embed_texts(chunk)
+        embed_s += time.perf_counter() - began
+        began = time.perf_counter()
+        detect_personal_data(chunk)
+        pii_s += time.perf_counter() - began
+    write_rate, embed_rate, pii_rate = (len(fresh) / seconds for seconds in (write_s, embed_s, pii_s))
     with transaction.atomic():
         MemoryItem.objects.filter(agent=agent, source="").delete()  # the written items; keep the loaded set
     print(
@@ -366,6 +371,7 @@ def main() -> None:
         f"{embed_rate:.0f} texts/s; ratio {write_rate / embed_rate:.2f} "
         f"(personal-data detection alone: {pii_rate:.0f} texts/s)"
     )
+    print("load average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Memory rows are read-only in the admin: writes and deletes go through the memory
-services, which enforce policy, legal holds and history."""
+"""Read-only admin views of memory: changes and deletions go through the memory
+services, which enforce policy and legal holds and write history."""
 
 from django.contrib import admin
 
@@ -10,29 +10,30 @@ from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionM
 @admin.register(MemoryItem)
 class MemoryItemAdmin(ReadOnlyModelAdmin):
     list_display = [
-        "id",
+        "content",
         "agent",
         "scope",
         "kind",
         "classification",
+        "personal_data",
         "legal_hold",
         "created_at",
-        "invalid_at",
     ]
-    list_filter = ["scope", "kind", "record_kind", "legal_hold"]
-    search_fields = ["id", "content_hash"]
+    list_filter = ["scope", "kind", "classification", "personal_data", "legal_hold", "tenant"]
+    search_fields = ["content", "user_id", "session_id"]
     exclude = ["embedding"]
 
 
 @admin.register(MemoryHistory)
 class MemoryHistoryAdmin(ReadOnlyModelAdmin):
-    list_display = ["item_id", "event", "created_at"]
-    list_filter = ["event"]
+    list_display = ["item_id", "event", "actor_type", "actor_id", "created_at"]
+    list_filter = ["event", "actor_type"]
 
 
 @admin.register(SessionMessage)
 class SessionMessageAdmin(ReadOnlyModelAdmin):
-    list_display = ["agent", "session_id", "role", "created_at"]
+    list_display = ["session_id", "agent", "role", "content", "created_at"]
+    search_fields = ["session_id", "content"]
 
 
 @admin.register(IdempotencyRecord)

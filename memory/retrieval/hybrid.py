@@ -1,18 +1,20 @@
 """Ranked retrieval over the memory items an agent may read.
 
-One SQL statement per query. The visibility condition from
-:mod:`memory.enforcement` (tenant, scope keys, classification, validity,
-expiry) and the caller's filters are part of both candidate lists, so the
-database filters before it ranks and nothing outside the caller's view is ever
-scored:
+The visibility condition from :mod:`memory.enforcement` (tenant, scope keys,
+classification, validity, expiry) and the caller's filters are part of both
+candidate lists, so the database filters before it ranks and nothing outside
+the caller's view is ever scored:
 
 * vector: cosine distance through the HNSW index (iterative scan, so filters
   that drop candidates do not starve the list), top ``FEDMEM_RETRIEVAL_CANDIDATES``;
+  one statement;
 * keyword: the generated ``tsvector`` through its GIN index, any query word
-  matching, ranked by ``ts_rank``, top ``FEDMEM_RETRIEVAL_CANDIDATES``;
-* hybrid: reciprocal rank fusion of the two lists, ``1/(k + rank)`` summed
-  (k = ``FEDMEM_RRF_K``), plus an optional recency bonus; then the optional
-  cross-encoder reranks the fused head.
+  matching, ranked by ``ts_rank``, top ``FEDMEM_RETRIEVAL_CANDIDATES``; one statement;
+* hybrid: the full-text list (every query word required) is ranked by the
+  database while the query is embedded, then one statement takes the vector
+  list and fuses both by reciprocal rank fusion, ``1/(k + rank)`` summed
+  (k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
+  cross-encoder then reranks the fused head.
 """
 
 from __future__ import annotations

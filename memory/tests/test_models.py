@@ -30,7 +30,10 @@ def test_full_text_vector_is_generated_and_gin_indexed(access):
         cursor.execute("SELECT search_vector::text FROM memory_item WHERE id = %s", [item.pk])
         (vector,) = cursor.fetchone()
     assert "'deploy'" in vector and "'corrupt'" in vector  # stemmed by the english configuration
-    assert "USING gin" in _indexdef("memory_item_search_gin")
+    definition = _indexdef("memory_item_search_gin")
+    assert "USING gin" in definition
+    # A bounded pending list: searches never wade through megabytes of unmerged entries.
+    assert "gin_pending_list_limit='256'" in definition
 
 
 def test_embedding_column_is_384_dimensions(db):
@@ -78,3 +81,16 @@ def test_vector_migration_depends_on_pgvector():
     assert ("core", "0001_enable_pgvector") in first.dependencies
     hnsw = loader.get_migration("memory", "0002_add_item_embedding_hnsw")
     assert [type(op).__name__ for op in hnsw.operations] == ["AddIndex"]
+
+
+def test_admin_shows_memory_read_only(access, client):
+    from governance.tests.factories import UserFactory
+
+    admin_user = UserFactory(username="root", is_staff=True, is_superuser=True)
+    item = remember(access, "Visible in the admin").item
+    client.force_login(admin_user)
+    assert client.get("/admin/memory/memoryitem/").status_code == 200
+    page = client.get(f"/admin/memory/memoryitem/{item.pk}/change/")
+    assert page.status_code == 200 and b"Visible in the admin" in page.content
+    assert client.post(f"/admin/memory/memoryitem/{item.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert MemoryItem.objects.filter(pk=item.pk).exists()
