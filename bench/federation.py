@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import platform
 import statistics
 import sys
 import time
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from machine import describe
 
 from providers.tests.servers import LocalServer, Resp
 
@@ -95,28 +96,6 @@ def timed(sources: list[Any], timeout_ms: int) -> tuple[float, dict]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-                break
-    except OSError:
-        pass
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    python = platform.python_version()
-    return f"{os.cpu_count()} cores, {ram} RAM, {cpu}, Python {python}; load average {load}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--iterations", type=int, default=100)
@@ -171,7 +150,7 @@ def main() -> int:
     bound = args.timeout_ms + 50
     median = statistics.median(together)
     worst = max(hung_runs)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(f"iterations: {iterations} (hung-source runs: {len(hung_runs)})")
     for name, value in alone.items():
         print(f"  {name:>16} alone p95: {value:7.2f} ms")

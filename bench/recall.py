@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from machine import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -160,26 +161,6 @@ def cached_embeddings(texts: list[str], cache_dir: Path, model_tag: str):  # typ
         )
         parts.append(vectors)
     return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
-
-
-def machine() -> dict[str, str]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-                break
-    except OSError:
-        pass
-    return {"cores": str(os.cpu_count()), "ram": ram, "cpu": model}
 
 
 def percentile(values: list[float], share: float) -> float:
