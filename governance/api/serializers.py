@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.models import Agent, ApiKey, AuditEvent, Job, Tenant
+from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, Tenant
 from governance.models.agents import AgentPermission
 
 
@@ -134,3 +134,32 @@ class AuditVerificationSerializer(serializers.Serializer):
     checked = serializers.IntegerField()
     broken_at = serializers.IntegerField(allow_null=True, help_text="sequence number of the first bad event")
     reason = serializers.CharField(allow_blank=True)
+
+
+class PolicyVersionSerializer(serializers.Serializer):
+    """One version of an agent's memory policy; ``version`` 0 is the documented default."""
+
+    agent = serializers.UUIDField()
+    version = serializers.IntegerField()
+    engine = serializers.CharField()
+    mem0_instance = serializers.CharField()
+    cognee_instance = serializers.CharField()
+    policy = serializers.DictField()
+    note = serializers.CharField()
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class PolicyUpdateSerializer(serializers.Serializer):
+    """The whole policy document; keys left out take the documented defaults."""
+
+    engine = serializers.ChoiceField(choices=AgentPolicyVersion.Engine.choices, default="builtin")
+    mem0_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    cognee_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    policy = serializers.DictField(required=False, default=dict)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class PolicyRestoreSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=1)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
