@@ -10,6 +10,7 @@ from governance.models import (
     AuditChainHead,
     AuditEvent,
     Job,
+    LegalHold,
     Membership,
     Tenant,
     User,
@@ -85,3 +86,11 @@ class AgentPolicyVersionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
         return False
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(ReadOnlyModelAdmin):
+    """Holds are placed and released through the API (two-person rule, audit)."""
+
+    list_display = ["target", "tenant", "subject", "agent", "scope", "item_id", "placed_by", "released_at"]
+    list_filter = ["target"]

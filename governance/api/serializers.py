@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, Tenant
+from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, LegalHold, Tenant
 from governance.models.agents import AgentPermission
 
 
@@ -163,3 +163,42 @@ class PolicyUpdateSerializer(serializers.Serializer):
 class PolicyRestoreSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=1)
     note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class LegalHoldSerializer(serializers.ModelSerializer):
+    placed_by = serializers.CharField(source="placed_by.username", read_only=True)
+    released_by = serializers.CharField(source="released_by.username", read_only=True, allow_null=True)
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = LegalHold
+        fields = [
+            "id",
+            "target",
+            "subject",
+            "agent",
+            "scope",
+            "dataset",
+            "item_id",
+            "reason",
+            "is_active",
+            "placed_by",
+            "placed_at",
+            "released_by",
+            "released_at",
+            "release_reason",
+        ]
+
+
+class LegalHoldCreateSerializer(serializers.Serializer):
+    target = serializers.ChoiceField(choices=LegalHold.Target.choices)
+    subject = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    agent = serializers.UUIDField(required=False, allow_null=True, default=None)
+    scope = serializers.CharField(max_length=16, required=False, allow_blank=True, default="")
+    dataset = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    item = serializers.UUIDField(required=False, allow_null=True, default=None)
+    reason = serializers.CharField(max_length=1000)
+
+
+class LegalHoldReleaseSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=1000)

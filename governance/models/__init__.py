@@ -1,5 +1,6 @@
 from .agents import Agent, ApiKey
 from .audit import AuditChainHead, AuditEvent
+from .holds import LegalHold
 from .jobs import Job
 from .policies import AgentPolicyVersion
 from .tenancy import Membership, Role, Tenant, User
@@ -11,6 +12,7 @@ __all__ = [
     "AuditChainHead",
     "AuditEvent",
     "Job",
+    "LegalHold",
     "Membership",
     "Role",
     "Tenant",
