@@ -9,6 +9,8 @@ from governance.models import (
     ApiKey,
     AuditChainHead,
     AuditEvent,
+    ErasureFence,
+    ErasureRequest,
     Job,
     LegalHold,
     Membership,
@@ -94,3 +96,17 @@ class LegalHoldAdmin(ReadOnlyModelAdmin):
 
     list_display = ["target", "tenant", "subject", "agent", "scope", "item_id", "placed_by", "released_at"]
     list_filter = ["target"]
+
+
+@admin.register(ErasureRequest)
+class ErasureRequestAdmin(ReadOnlyModelAdmin):
+    """Erasures run through the API and the worker; the admin only shows them."""
+
+    list_display = ["id", "tenant", "scope", "status", "requested_by", "created_at", "completed_at"]
+    list_filter = ["status", "scope"]
+    exclude = ["subject"]
+
+
+@admin.register(ErasureFence)
+class ErasureFenceAdmin(ReadOnlyModelAdmin):
+    list_display = ["request", "tenant", "subject_hash", "erased_at"]

@@ -4,7 +4,16 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, LegalHold, Tenant
+from governance.models import (
+    Agent,
+    AgentPolicyVersion,
+    ApiKey,
+    AuditEvent,
+    ErasureRequest,
+    Job,
+    LegalHold,
+    Tenant,
+)
 from governance.models.agents import AgentPermission
 
 
@@ -201,4 +210,37 @@ class LegalHoldCreateSerializer(serializers.Serializer):
 
 
 class LegalHoldReleaseSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=1000)
+
+
+class ErasureRequestSerializer(serializers.ModelSerializer):
+    """An erasure request; the subject is shown only as its hash."""
+
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True)
+    progress = serializers.IntegerField(source="job.progress", read_only=True)
+    total = serializers.IntegerField(source="job.total", read_only=True)
+    job = serializers.UUIDField(source="job_id", read_only=True)
+
+    class Meta:
+        model = ErasureRequest
+        fields = [
+            "id",
+            "subject_hash",
+            "scope",
+            "agent",
+            "reason",
+            "status",
+            "progress",
+            "total",
+            "job",
+            "requested_by",
+            "created_at",
+            "completed_at",
+        ]
+
+
+class ErasureRequestCreateSerializer(serializers.Serializer):
+    subject = serializers.CharField(max_length=128)
+    scope = serializers.ChoiceField(choices=ErasureRequest.Scope.choices, default="tenant")
+    agent = serializers.UUIDField(required=False, allow_null=True, default=None)
     reason = serializers.CharField(max_length=1000)

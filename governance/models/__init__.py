@@ -1,5 +1,6 @@
 from .agents import Agent, ApiKey
 from .audit import AuditChainHead, AuditEvent
+from .erasure import ErasureFence, ErasureRequest
 from .holds import LegalHold
 from .jobs import Job
 from .policies import AgentPolicyVersion
@@ -11,6 +12,8 @@ __all__ = [
     "ApiKey",
     "AuditChainHead",
     "AuditEvent",
+    "ErasureFence",
+    "ErasureRequest",
     "Job",
     "LegalHold",
     "Membership",

@@ -433,7 +433,8 @@ def _history(
         actor_id=access.actor.id,
         old_content=old,
         new_content=new,
-        details=details or {},
+        # The subject rides along so erasure finds the history of items already deleted.
+        details={**(details or {}), "user_id": item.user_id},
     )
 
 
@@ -848,7 +849,7 @@ def _history_for(access: MemoryAccess, ids: list[Any], event: str, *, scope: str
             INSERT INTO memory_history (tenant_id, agent_id, item_id, event, actor_type, actor_id,
                                         old_content, new_content, details, created_at)
             SELECT tenant_id, agent_id, id, %s, %s, %s, {old}, '',
-                   jsonb_build_object('scope', %s::text), now()
+                   jsonb_build_object('scope', %s::text, 'user_id', user_id), now()
             FROM memory_item WHERE id = ANY(%s)
             """,  # noqa: S608 - {old} is one of two fixed fragments; values are parameters
             [event, access.actor.type, access.actor.id, scope, list(ids)],
