@@ -9,6 +9,7 @@ from governance.models import (
     ApiKey,
     AuditChainHead,
     AuditEvent,
+    Candidate,
     ErasureFence,
     ErasureRequest,
     Job,
@@ -110,3 +111,11 @@ class ErasureRequestAdmin(ReadOnlyModelAdmin):
 @admin.register(ErasureFence)
 class ErasureFenceAdmin(ReadOnlyModelAdmin):
     list_display = ["request", "tenant", "subject_hash", "erased_at"]
+
+
+@admin.register(Candidate)
+class CandidateAdmin(ReadOnlyModelAdmin):
+    """Review and promotion go through the API (owner rule, fence, audit)."""
+
+    list_display = ["provider", "external_id", "record_kind", "status", "agent", "created_at"]
+    list_filter = ["status", "record_kind", "provider"]

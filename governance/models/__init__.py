@@ -1,5 +1,6 @@
 from .agents import Agent, ApiKey
 from .audit import AuditChainHead, AuditEvent
+from .candidates import Candidate
 from .erasure import ErasureFence, ErasureRequest
 from .holds import LegalHold
 from .jobs import Job
@@ -12,6 +13,7 @@ __all__ = [
     "ApiKey",
     "AuditChainHead",
     "AuditEvent",
+    "Candidate",
     "ErasureFence",
     "ErasureRequest",
     "Job",
