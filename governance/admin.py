@@ -9,7 +9,11 @@ from governance.models import (
     ApiKey,
     AuditChainHead,
     AuditEvent,
+    Candidate,
+    ErasureFence,
+    ErasureRequest,
     Job,
+    LegalHold,
     Membership,
     Tenant,
     User,
@@ -85,3 +89,33 @@ class AgentPolicyVersionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
         return False
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(ReadOnlyModelAdmin):
+    """Holds are placed and released through the API (two-person rule, audit)."""
+
+    list_display = ["target", "tenant", "subject", "agent", "scope", "item_id", "placed_by", "released_at"]
+    list_filter = ["target"]
+
+
+@admin.register(ErasureRequest)
+class ErasureRequestAdmin(ReadOnlyModelAdmin):
+    """Erasures run through the API and the worker; the admin only shows them."""
+
+    list_display = ["id", "tenant", "scope", "status", "requested_by", "created_at", "completed_at"]
+    list_filter = ["status", "scope"]
+    exclude = ["subject"]
+
+
+@admin.register(ErasureFence)
+class ErasureFenceAdmin(ReadOnlyModelAdmin):
+    list_display = ["request", "tenant", "subject_hash", "erased_at"]
+
+
+@admin.register(Candidate)
+class CandidateAdmin(ReadOnlyModelAdmin):
+    """Review and promotion go through the API (owner rule, fence, audit)."""
+
+    list_display = ["provider", "external_id", "record_kind", "status", "agent", "created_at"]
+    list_filter = ["status", "record_kind", "provider"]

@@ -7,3 +7,7 @@ class GovernanceConfig(AppConfig):
 
     def ready(self) -> None:
         from governance import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from governance.services.candidates import erase_subject_candidates
+        from governance.services.erasure import register_subject_deleter
+
+        register_subject_deleter("candidates", erase_subject_candidates)

@@ -76,6 +76,10 @@ def current_policy_version(agent: Agent) -> AgentPolicyVersion | None:
     return AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").first()
 
 
+def policy_versions(agent: Agent) -> QuerySet[AgentPolicyVersion]:
+    return AgentPolicyVersion.objects.filter(agent=agent).select_related("created_by").order_by("-version")
+
+
 def memory_policy_for(agent: Agent) -> MemoryPolicy:
     """The policy in force for an agent (the documented defaults when none was set).
 

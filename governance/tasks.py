@@ -17,3 +17,10 @@ def run_self_check(job_id: str) -> None:
         cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         row = cursor.fetchone()
     job_finish(job, result={"database": "ok", "pgvector": row[0] if row else None, "worker": job.worker})
+
+
+@shared_task(name="governance.run_erasure", acks_late=True)
+def run_erasure(request_id: str) -> None:
+    from governance.services.erasure import erasure_run
+
+    erasure_run(request_id=request_id)

@@ -198,6 +198,9 @@ SPECTACULAR_SETTINGS = {
         "MemoryKindEnum": "core.vocabulary.Kind",
         "RecordKindEnum": "core.vocabulary.RecordKind",
         "ClassificationEnum": "core.vocabulary.CLASSIFICATION_NAMES",
+        "ErasureScopeEnum": "governance.models.erasure.ErasureRequest.Scope",
+        "LegalHoldTargetEnum": "governance.models.holds.LegalHold.Target",
+        "PolicyEngineEnum": "governance.models.policies.AgentPolicyVersion.Engine",
     },
 }
 
@@ -333,6 +336,13 @@ FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
     "FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS", 3000, minimum=10, maximum=60000
 )
 
+# Seconds between retention sweeps (deleting memory past its retention, skipping held).
+FEDMEM_RETENTION_SWEEP_SECONDS = env_int("FEDMEM_RETENTION_SWEEP_SECONDS", 3600, minimum=60, maximum=86400)
+
 CELERY_BEAT_SCHEDULE = {
     "outbox-relay": {"task": "core.outbox_relay", "schedule": 30.0},
+    "memory-retention-sweep": {
+        "task": "memory.retention_sweep",
+        "schedule": float(FEDMEM_RETENTION_SWEEP_SECONDS),
+    },
 }

@@ -4,7 +4,16 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.models import Agent, ApiKey, AuditEvent, Job, Tenant
+from governance.models import (
+    Agent,
+    AgentPolicyVersion,
+    ApiKey,
+    AuditEvent,
+    ErasureRequest,
+    Job,
+    LegalHold,
+    Tenant,
+)
 from governance.models.agents import AgentPermission
 
 
@@ -134,3 +143,104 @@ class AuditVerificationSerializer(serializers.Serializer):
     checked = serializers.IntegerField()
     broken_at = serializers.IntegerField(allow_null=True, help_text="sequence number of the first bad event")
     reason = serializers.CharField(allow_blank=True)
+
+
+class PolicyVersionSerializer(serializers.Serializer):
+    """One version of an agent's memory policy; ``version`` 0 is the documented default."""
+
+    agent = serializers.UUIDField()
+    version = serializers.IntegerField()
+    engine = serializers.CharField()
+    mem0_instance = serializers.CharField()
+    cognee_instance = serializers.CharField()
+    policy = serializers.DictField()
+    note = serializers.CharField()
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class PolicyUpdateSerializer(serializers.Serializer):
+    """The whole policy document; keys left out take the documented defaults."""
+
+    engine = serializers.ChoiceField(choices=AgentPolicyVersion.Engine.choices, default="builtin")
+    mem0_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    cognee_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    policy = serializers.DictField(required=False, default=dict)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class PolicyRestoreSerializer(serializers.Serializer):
+    version = serializers.IntegerField(min_value=1)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class LegalHoldSerializer(serializers.ModelSerializer):
+    placed_by = serializers.CharField(source="placed_by.username", read_only=True)
+    released_by = serializers.CharField(source="released_by.username", read_only=True, allow_null=True)
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = LegalHold
+        fields = [
+            "id",
+            "target",
+            "subject",
+            "agent",
+            "scope",
+            "dataset",
+            "item_id",
+            "reason",
+            "is_active",
+            "placed_by",
+            "placed_at",
+            "released_by",
+            "released_at",
+            "release_reason",
+        ]
+
+
+class LegalHoldCreateSerializer(serializers.Serializer):
+    target = serializers.ChoiceField(choices=LegalHold.Target.choices)
+    subject = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    agent = serializers.UUIDField(required=False, allow_null=True, default=None)
+    scope = serializers.CharField(max_length=16, required=False, allow_blank=True, default="")
+    dataset = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    item = serializers.UUIDField(required=False, allow_null=True, default=None)
+    reason = serializers.CharField(max_length=1000)
+
+
+class LegalHoldReleaseSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=1000)
+
+
+class ErasureRequestSerializer(serializers.ModelSerializer):
+    """An erasure request; the subject is shown only as its hash."""
+
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True)
+    progress = serializers.IntegerField(source="job.progress", read_only=True)
+    total = serializers.IntegerField(source="job.total", read_only=True)
+    job = serializers.UUIDField(source="job_id", read_only=True)
+
+    class Meta:
+        model = ErasureRequest
+        fields = [
+            "id",
+            "subject_hash",
+            "scope",
+            "agent",
+            "reason",
+            "status",
+            "progress",
+            "total",
+            "job",
+            "requested_by",
+            "created_at",
+            "completed_at",
+        ]
+
+
+class ErasureRequestCreateSerializer(serializers.Serializer):
+    subject = serializers.CharField(max_length=128)
+    scope = serializers.ChoiceField(choices=ErasureRequest.Scope.choices, default="tenant")
+    agent = serializers.UUIDField(required=False, allow_null=True, default=None)
+    reason = serializers.CharField(max_length=1000)

@@ -1,5 +1,8 @@
 from .agents import Agent, ApiKey
 from .audit import AuditChainHead, AuditEvent
+from .candidates import Candidate
+from .erasure import ErasureFence, ErasureRequest
+from .holds import LegalHold
 from .jobs import Job
 from .policies import AgentPolicyVersion
 from .tenancy import Membership, Role, Tenant, User
@@ -10,7 +13,11 @@ __all__ = [
     "ApiKey",
     "AuditChainHead",
     "AuditEvent",
+    "Candidate",
+    "ErasureFence",
+    "ErasureRequest",
     "Job",
+    "LegalHold",
     "Membership",
     "Role",
     "Tenant",

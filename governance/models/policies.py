@@ -23,6 +23,10 @@ class AgentPolicyVersion(models.Model):
     agent = models.ForeignKey("governance.Agent", on_delete=models.CASCADE, related_name="policy_versions")
     version = models.PositiveIntegerField()
     engine = models.CharField(max_length=16, choices=Engine.choices, default=Engine.BUILTIN)
+    # Engine instance ids (providers.EngineInstance) as plain slugs: governance sits below
+    # providers, and a removed instance must not rewrite the policy history.
+    mem0_instance = models.CharField(max_length=63, blank=True)
+    cognee_instance = models.CharField(max_length=63, blank=True)
     policy = models.JSONField(default=dict, blank=True)
     note = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey(

@@ -54,6 +54,9 @@ def _actor(actor: Any) -> tuple[str, str, str]:
         return "system", "", "system"
     if is_agent(actor):
         return "agent", str(actor.agent.pk), actor.agent.name
+    if isinstance(getattr(actor, "type", None), str):
+        # memory.enforcement.Actor: who a memory operation ran for, already resolved.
+        return actor.type, actor.id, actor.name
     return "user", str(actor.pk), actor.get_username()
 
 

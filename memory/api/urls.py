@@ -1,11 +1,23 @@
 from django.urls import path
 
-from memory.api import views
+from memory.api import candidates, views
 
 app_name = "memory"
 
 prefix = "agents/<str:agent_id>/"
 urlpatterns = [
+    path("candidates", candidates.CandidateListView.as_view(), name="candidates"),
+    path("candidates/<str:candidate_id>", candidates.CandidateDetailView.as_view(), name="candidate"),
+    path(
+        "candidates/<str:candidate_id>/review",
+        candidates.CandidateReviewView.as_view(),
+        name="candidate-review",
+    ),
+    path(
+        "candidates/<str:candidate_id>/promote",
+        candidates.CandidatePromoteView.as_view(),
+        name="candidate-promote",
+    ),
     path(prefix + "memories", views.RememberView.as_view(), name="memories"),
     path(prefix + "memories/batch", views.BatchView.as_view(), name="memories-batch"),
     path(prefix + "memories/search", views.SearchView.as_view(), name="memories-search"),

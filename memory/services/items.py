@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Func, Q, Value
+from django.db.models import BooleanField, ExpressionWrapper, F, Func, Q, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -29,6 +29,7 @@ from core.vocabulary import Classification, Kind, RecordKind, Scope
 from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.holds import active_holds, audit_blocked, held_items_q, held_messages_q, holds_covering_item
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.pii import detect_personal_data
 from memory.services.hooks import items_written
@@ -432,7 +433,8 @@ def _history(
         actor_id=access.actor.id,
         old_content=old,
         new_content=new,
-        details=details or {},
+        # The subject rides along so erasure finds the history of items already deleted.
+        details={**(details or {}), "user_id": item.user_id},
     )
 
 
@@ -665,13 +667,37 @@ def _modifiable(access: MemoryAccess, item_id: Any, *, lock: bool) -> MemoryItem
     return item
 
 
-def _refuse_if_held(item: MemoryItem) -> None:
-    if item.legal_hold:
-        raise Conflict(
+class MemoryHeld(Conflict):
+    """The item is under legal hold; ``holds`` are the hold rows covering it."""
+
+    code = "memory_legal_hold"
+
+    def __init__(self, item: MemoryItem, holds: list[Any]) -> None:
+        self.item = item
+        self.holds = holds
+        super().__init__(
             "This memory is under legal hold and cannot be changed or deleted.",
-            code="memory_legal_hold",
             details={"item_id": str(item.pk)},
         )
+
+
+def _refuse_if_held(item: MemoryItem) -> None:
+    holds = holds_covering_item(item)
+    if item.legal_hold or holds:
+        raise MemoryHeld(item, holds)
+
+
+def _audit_held(access: MemoryAccess, exc: MemoryHeld, operation: str) -> None:
+    # After the refused transaction rolled back, so the record of the attempt stays.
+    audit_blocked(
+        tenant=access.agent.tenant,
+        actor=access.actor,
+        operation=operation,
+        holds=exc.holds,
+        count=1,
+        flagged=int(exc.item.legal_hold),
+        target=("memory.memoryitem", str(exc.item.pk)),
+    )
 
 
 def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> MemoryItem:
@@ -681,34 +707,46 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
     findings, vectors = _analyse([text])
     finding, vector = findings[0], vectors[0]
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
-    with transaction.atomic():
-        item = _modifiable(access, item_id, lock=True)
-        _refuse_if_held(item)
-        old = item.content
-        if old == text:
-            return item
-        item.content = text
-        item.content_hash = content_hash(text)
-        item.embedding = vector
-        item.personal_data = finding.personal_data
-        item.personal_data_types = list(finding.types)
-        item.save(
-            update_fields=[
-                "content", "content_hash", "embedding", "personal_data", "personal_data_types", "updated_at",
-            ]
-        )  # fmt: skip
-        _history(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
-        items_written([item.pk])
+    try:
+        return _update_locked(access, item_id, text=text, finding=finding, vector=vector)
+    except MemoryHeld as exc:
+        _audit_held(access, exc, "update")
+        raise
+
+
+@transaction.atomic
+def _update_locked(access: MemoryAccess, item_id: Any, *, text: str, finding: Any, vector: Any) -> MemoryItem:
+    item = _modifiable(access, item_id, lock=True)
+    _refuse_if_held(item)
+    old = item.content
+    if old == text:
+        return item
+    item.content = text
+    item.content_hash = content_hash(text)
+    item.embedding = vector
+    item.personal_data = finding.personal_data
+    item.personal_data_types = list(finding.types)
+    item.save(
+        update_fields=[
+            "content", "content_hash", "embedding", "personal_data", "personal_data_types", "updated_at",
+        ]
+    )  # fmt: skip
+    _history(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
+    items_written([item.pk])
     return item
 
 
 def memory_forget(*, access: MemoryAccess, item_id: Any) -> None:
     """Delete one item (refused while it is under legal hold)."""
-    with transaction.atomic():
-        item = _modifiable(access, item_id, lock=True)
-        _refuse_if_held(item)
-        _history(access, item, MemoryHistory.Event.DELETED, old=item.content).save()
-        item.delete()
+    try:
+        with transaction.atomic():
+            item = _modifiable(access, item_id, lock=True)
+            _refuse_if_held(item)
+            _history(access, item, MemoryHistory.Event.DELETED, old=item.content).save()
+            item.delete()
+    except MemoryHeld as exc:
+        _audit_held(access, exc, "delete")
+        raise
 
 
 @dataclass(frozen=True)
@@ -749,8 +787,25 @@ def memory_purge(
     targets = targets.filter(**{key: value for key, value in narrowing.items() if value})
     with transaction.atomic():
         # Lock the rows first so a concurrent write to them waits for the purge.
-        rows = list(targets.select_for_update().values_list("pk", "legal_hold", "scopes"))
+        holds = active_holds(access.tenant_id)
+        rows = list(
+            targets.select_for_update()
+            .annotate(
+                held=ExpressionWrapper(held_items_q(access.tenant_id, holds), output_field=BooleanField())
+            )
+            .values_list("pk", "held", "scopes")
+        )
         kept = sum(1 for _, held, _ in rows if held)
+        if kept:
+            # Committed with the purge: the held rows stay, the attempt is on record.
+            audit_blocked(
+                tenant=access.agent.tenant,
+                actor=access.actor,
+                operation="purge",
+                holds=holds,
+                count=kept,
+                target=("governance.agent", str(access.agent.pk)),
+            )
         only_here = [pk for pk, held, scopes in rows if not held and scopes == [scope]]
         elsewhere = [pk for pk, held, scopes in rows if not held and scopes != [scope]]
         _history_for(access, only_here, MemoryHistory.Event.PURGED, scope=scope, with_old=True)
@@ -764,12 +819,16 @@ def memory_purge(
         deleted, _ = MemoryItem.objects.filter(pk__in=only_here).delete()
         messages = 0
         if scope == Scope.SESSION:
-            msg_q = Q(tenant_id=access.tenant_id, agent_id=access.agent.pk, legal_hold=False)
+            msg_q = Q(tenant_id=access.tenant_id, agent_id=access.agent.pk)
             if session_id:
                 msg_q &= Q(session_id=session_id)
             if user_id:
                 msg_q &= Q(user_id=user_id)
-            messages, _ = SessionMessage.objects.filter(msg_q).delete()
+            messages, _ = (
+                SessionMessage.objects.filter(msg_q)
+                .exclude(held_messages_q(access.tenant_id, holds))
+                .delete()
+            )
     return PurgeReport(
         scope=scope,
         deleted=deleted,
@@ -790,7 +849,7 @@ def _history_for(access: MemoryAccess, ids: list[Any], event: str, *, scope: str
             INSERT INTO memory_history (tenant_id, agent_id, item_id, event, actor_type, actor_id,
                                         old_content, new_content, details, created_at)
             SELECT tenant_id, agent_id, id, %s, %s, %s, {old}, '',
-                   jsonb_build_object('scope', %s::text), now()
+                   jsonb_build_object('scope', %s::text, 'user_id', user_id), now()
             FROM memory_item WHERE id = ANY(%s)
             """,  # noqa: S608 - {old} is one of two fixed fragments; values are parameters
             [event, access.actor.type, access.actor.id, scope, list(ids)],

@@ -1,0 +1,74 @@
+"""Retention sweep: overdue unheld items go with their derived data; held ones stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from governance.models import AuditEvent
+from governance.services.holds import legal_hold_place
+from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem
+from memory.services.items import MemoryDraft, memory_remember
+from memory.services.retention import overdue_unheld_count, retention_sweep
+from memory.tasks import retention_sweep as retention_task
+from memory.tests.conftest import remember
+
+
+def _expire(*items) -> None:
+    MemoryItem.objects.filter(pk__in=[i.pk for i in items]).update(
+        retention_until=timezone.now() - timedelta(minutes=1)
+    )
+
+
+def test_sweep_deletes_overdue_items_with_derived_data_and_skips_held(world, access):
+    overdue = memory_remember(
+        access=access, draft=MemoryDraft(content="Old shipping address", user_id="c1"), idempotency_key="r-1"
+    ).item
+    flagged = remember(access, "Flagged by policy", legal_hold=True).item
+    covered = remember(access, "Covered by a subject hold", user_id="c-held").item
+    fresh = remember(access, "Still valid", retention_days=30).item
+    _expire(overdue, flagged, covered)
+    hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="subject", subject="c-held", reason="r"
+    )
+    assert overdue_unheld_count() == 1
+
+    report = retention_sweep()
+
+    assert report.deleted == 1 and report.kept_held == 2
+    assert overdue_unheld_count() == 0
+    assert not MemoryItem.objects.filter(pk=overdue.pk).exists()
+    assert not MemoryHistory.objects.filter(item_id=overdue.pk).exists()
+    assert not IdempotencyRecord.objects.filter(key="r-1").exists()
+    assert set(MemoryItem.objects.values_list("pk", flat=True)) == {flagged.pk, covered.pk, fresh.pk}
+    sweep = AuditEvent.objects.get(action="retention.sweep")
+    assert sweep.data["deleted"] == 1 and sweep.data["kept_held"] == 2
+    blocked = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="retention")
+    assert blocked.data["count"] == 2 and blocked.data["flagged_items"] == 1
+    assert blocked.data["holds"] == [str(hold.pk)]
+
+
+def test_policy_retention_days_expire_through_the_sweep(world, access):
+    from governance.services.policies import policy_version_create
+    from memory.enforcement import system_access
+
+    policy_version_create(agent=world.agent, policy={"retention_days": 1})
+    item = remember(system_access(world.agent), "Short-lived by policy").item
+    assert item.retention_until is not None
+    retention_sweep(now=timezone.now() + timedelta(days=2))
+    assert not MemoryItem.objects.filter(pk=item.pk).exists()
+
+
+def test_a_sweep_with_nothing_due_changes_nothing(world, access):
+    remember(access, "Keeps forever")
+    assert retention_sweep().deleted == 0
+    assert MemoryItem.objects.count() == 1
+
+
+def test_the_task_runs_the_sweep_and_is_on_the_beat_schedule(world, access):
+    _expire(remember(access, "Due").item)
+    assert retention_task() == {"deleted": 1, "kept_held": 0}
+    schedule = settings.CELERY_BEAT_SCHEDULE["memory-retention-sweep"]
+    assert schedule["task"] == "memory.retention_sweep"
