@@ -23,7 +23,7 @@ from core.pagination import CursorPagination
 from governance.models.agents import AgentPermission
 from governance.selectors import access_agent
 from memory.api import serializers as s
-from memory.enforcement import Keys, MemoryAccess, memory_access, read_scopes
+from memory.enforcement import Keys, MemoryAccess, memory_access, read_scopes, visible_q
 from memory.models import MemoryItem, SessionMessage
 from memory.retrieval.framing import frame, new_nonce
 from memory.retrieval.hybrid import Hit, RecallQuery, retrieve
@@ -250,6 +250,8 @@ def _recall_query(access: MemoryAccess, data: dict[str, Any], *, search: bool) -
         record_kinds=tuple(data.get("record_kinds", ())) if search else (),
         created_after=data.get("created_after") if search else None,
         created_before=data.get("created_before") if search else None,
+        as_of=data.get("as_of"),
+        include_superseded=data.get("include_superseded", False),
     )
 
 
@@ -276,14 +278,17 @@ class RecallView(APIView):
     @extend_schema(
         tags=TAG,
         summary="Recall memories framed as untrusted data",
-        request=s.RecallSerializer,
+        request=s.RecallModeSerializer,
         responses={200: s.RecallResponseSerializer, **ERRORS},
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
-        data = _parse(s.RecallSerializer, request.data).validated_data
+        data = _parse(s.RecallModeSerializer, request.data).validated_data
         rq = _recall_query(access, data, search=False)
-        results = [_recall_result(hit) for hit in retrieve(access, rq)]
+        if data["mode"] == "graph":
+            results = graph_recall(access, rq, hops=data["hops"])
+        else:
+            results = [_recall_result(hit) for hit in retrieve(access, rq)]
         nonce = new_nonce()
         framed = [
             {k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results
@@ -294,9 +299,32 @@ class RecallView(APIView):
                 "context": frame(framed, nonce),
                 "nonce": nonce,
                 "search_mode": rq.mode,
+                "mode": data["mode"],
                 "scopes": list(rq.scopes),
             }
         )
+
+
+def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
+    """Graph mode: the hybrid seeds, expanded over entity bridges and causal links in
+    the policy's readable scopes (or only the requested ones under strict isolation),
+    top_k in all. Expanded facts score below every seed, in discovery order."""
+    from memory.reasoning import graph
+
+    strict = access.policy.required_isolation == "strict"
+    covered = rq.scopes if strict else read_scopes(access, None)
+    view = graph.View(
+        access, visible_q(access, covered, at=rq.as_of, include_superseded=rq.include_superseded)
+    )
+    found = graph.discover(access, rq, view, hops=hops, max_results=rq.top_k, max_visited=rq.top_k * 10)
+    floor = min((f.score for f in found if f.kind == "seed"), default=1.0)
+    results = []
+    for rank, f in enumerate(found):
+        hit = Hit(item=f.item, score=f.score if f.kind == "seed" else floor * 0.5 / (rank + 1))
+        entry = _recall_result(hit)
+        entry["graph"] = {"kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path}
+        results.append(entry)
+    return results
 
 
 class SearchView(APIView):

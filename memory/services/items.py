@@ -692,9 +692,13 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
         item.embedding = vector
         item.personal_data = finding.personal_data
         item.personal_data_types = list(finding.types)
+        # New text, new extraction: the derived graph is stale until the task reruns.
+        item.extraction_status = MemoryItem.Extraction.PENDING
+        item.extraction_error = ""
         item.save(
             update_fields=[
-                "content", "content_hash", "embedding", "personal_data", "personal_data_types", "updated_at",
+                "content", "content_hash", "embedding", "personal_data", "personal_data_types",
+                "extraction_status", "extraction_error", "updated_at",
             ]
         )  # fmt: skip
         _history(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()

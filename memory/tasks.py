@@ -1,0 +1,43 @@
+"""Celery entry points of the memory app. Thin: each calls one service function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from memory.models import MemoryItem
+
+MAX_RETRIES = 5
+
+
+@shared_task(
+    name="memory.extract_items",
+    bind=True,
+    ignore_result=True,
+    max_retries=MAX_RETRIES,
+    acks_late=True,
+)
+def extract_items(self: Any, item_ids: list[str]) -> None:
+    """Extract entities and causal edges of freshly written items.
+
+    Idempotent (each run replaces the item's derived rows), so at-least-once
+    delivery from the outbox is safe. A failure is written on the item, and the
+    item stays ``pending`` while retries (exponential backoff) remain; after the
+    last one it is ``failed`` with the error.
+    """
+    from memory.extraction.pipeline import extract_item, mark_extraction
+
+    failed: list[str] = []
+    last_error: Exception | None = None
+    for item_id in item_ids:
+        try:
+            extract_item(item_id)
+        except Exception as exc:  # recorded on the item; the task retries what failed
+            final = self.request.retries >= MAX_RETRIES
+            status = MemoryItem.Extraction.FAILED if final else MemoryItem.Extraction.PENDING
+            mark_extraction(item_id, status=status, error=f"{exc.__class__.__name__}: {exc}")
+            failed.append(item_id)
+            last_error = exc
+    if failed and last_error is not None and self.request.retries < MAX_RETRIES:
+        raise self.retry(args=[failed], exc=last_error, countdown=min(2 ** (self.request.retries + 1), 300))
