@@ -64,6 +64,11 @@ class RememberSerializer(serializers.Serializer):
     )
     source = Text(max_length=200, default="", allow_blank=True)
     metadata = serializers.DictField(default=dict, help_text="A JSON object, at most 8 KB.")
+    split = serializers.BooleanField(
+        default=False,
+        help_text="Store one fact per sentence (shared provenance; metadata.split links them); "
+        "the answer then has the batch shape.",
+    )
 
     def to_draft(self) -> MemoryDraft:
         data = self.validated_data

@@ -105,7 +105,11 @@ class RememberView(generics.GenericAPIView):
         request=s.RememberSerializer,
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
-            201: s.WrittenItemSerializer,
+            201: OpenApiResponse(
+                s.WrittenItemSerializer,
+                description="Stored. With split=true the body has the batch shape (created, deduplicated, "
+                "failed, results: one per sentence).",
+            ),
             200: OpenApiResponse(
                 s.WrittenItemSerializer, description="An exact (or near) duplicate already existed."
             ),
@@ -116,7 +120,11 @@ class RememberView(generics.GenericAPIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         key = _idempotency_key(request)
-        draft = _parse(s.RememberSerializer, request.data).to_draft()
+        parsed = _parse(s.RememberSerializer, request.data)
+        draft = parsed.to_draft()
+        if parsed.validated_data["split"]:
+            results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
+            return Response(_batch_body(results), status=item_services.batch_status(results))
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
         headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
@@ -167,32 +175,42 @@ class BatchView(APIView):
         drafts: list[item_services.MemoryDraft | ApiError] = []
         for raw in raw_items:
             item = s.RememberSerializer(data=raw)
-            if item.is_valid():
+            if item.is_valid() and item.validated_data["split"]:
+                # Splitting turns one item into several: only the single-write route does it.
+                drafts.append(
+                    InvalidInput(
+                        "Invalid input: split.", details={"fields": {"split": ["Not available in a batch."]}}
+                    )
+                )
+            elif item.is_valid():
                 drafts.append(item.to_draft())
             else:
                 fields = ", ".join(sorted(item.errors))
                 drafts.append(InvalidInput(f"Invalid input: {fields}.", details={"fields": item.errors}))
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
-        body_results = []
-        for result in results:
-            entry: dict[str, Any] = {"index": result.index, "status": result.status}
-            if result.error is not None:
-                entry["error"] = {
-                    "code": result.error.code,
-                    "message": result.error.message,
-                    "details": result.error.details,
-                }
-            else:
-                assert result.outcome is not None
-                entry["item"] = s.item_json(result.outcome.item)
-            body_results.append(entry)
-        body = {
-            "created": sum(1 for r in results if r.status == "created"),
-            "deduplicated": sum(1 for r in results if r.status == "deduplicated"),
-            "failed": sum(1 for r in results if r.status == "error"),
-            "results": body_results,
-        }
-        return Response(body, status=item_services.batch_status(results))
+        return Response(_batch_body(results), status=item_services.batch_status(results))
+
+
+def _batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
+    body_results = []
+    for result in results:
+        entry: dict[str, Any] = {"index": result.index, "status": result.status}
+        if result.error is not None:
+            entry["error"] = {
+                "code": result.error.code,
+                "message": result.error.message,
+                "details": result.error.details,
+            }
+        else:
+            assert result.outcome is not None
+            entry["item"] = s.item_json(result.outcome.item)
+        body_results.append(entry)
+    return {
+        "created": sum(1 for r in results if r.status == "created"),
+        "deduplicated": sum(1 for r in results if r.status == "deduplicated"),
+        "failed": sum(1 for r in results if r.status == "error"),
+        "results": body_results,
+    }
 
 
 class ItemView(APIView):

@@ -129,7 +129,15 @@ def extract_item(item_id: Any) -> bool:
         MemoryItem.objects.filter(pk=item_id).update(
             extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
         )
+        delete_orphan_entities(item.tenant_id)
     return True
+
+
+def delete_orphan_entities(tenant_id: Any) -> int:
+    """Entities no item mentions any more. An entity name can be personal data (a
+    person's name): it must not outlive the last memory that said it."""
+    deleted, _ = Entity.objects.filter(tenant_id=tenant_id, mentions__isnull=True).delete()
+    return deleted
 
 
 def mark_extraction(item_id: Any, *, status: str, error: str) -> None:

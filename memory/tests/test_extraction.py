@@ -167,3 +167,106 @@ def test_worker_extracts_after_commit(world, worker_factory, as_agent):
         item.refresh_from_db()
     assert item.extraction_status == "done", item.extraction_error
     assert CausalEdge.objects.get(item=item).cause == "The expired certificate"
+
+
+def test_split_stores_one_fact_per_sentence_with_shared_provenance(world, as_agent):
+    client = as_agent(world.agent)
+    paragraph = "Heavy fog caused the flight delay. The flight delay led to a missed connection."
+    response = client.post(
+        f"/v1/memory/agents/{world.agent.pk}/memories",
+        {"content": paragraph, "scope": "agent", "split": True},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["created"] == 2
+    items = [MemoryItem.objects.get(pk=r["item"]["id"]) for r in body["results"]]
+    assert [i.content for i in items] == [
+        "Heavy fog caused the flight delay.",
+        "The flight delay led to a missed connection.",
+    ]
+    assert items[0].provenance == items[1].provenance and items[0].provenance["via"] == "split"
+    assert [i.metadata["split"]["index"] for i in items] == [0, 1]
+    assert items[0].metadata["split"]["paragraph"] == items[1].metadata["split"]["paragraph"]
+    assert all(r["item"]["extraction_status"] == "pending" for r in body["results"])
+
+
+def test_split_bad_input_stores_nothing(world, as_agent):
+    client = as_agent(world.agent)
+    base = f"/v1/memory/agents/{world.agent.pk}/memories"
+    response = client.post(base, {"content": "A. B.", "split": "perhaps"}, format="json")
+    assert response.status_code == 400 and "split" in response.json()["error"]["details"]["fields"]
+    batch = client.post(
+        base + "/batch", {"items": [{"content": "A. B.", "scope": "agent", "split": True}]}, format="json"
+    ).json()
+    assert batch["failed"] == 1 and "split" in batch["results"][0]["error"]["details"]["fields"]
+    assert not MemoryItem.objects.exists()
+
+
+def test_forgetting_the_last_mention_deletes_the_entity(world, access):
+    from memory.services.items import memory_forget
+
+    first = fact(access, "Priya Raman approved the Falcon budget.")
+    second = fact(access, "The Falcon budget doubled.")
+    memory_forget(access=access, item_id=first.pk)
+    # A person's name must not outlive the last memory that said it.
+    assert not Entity.objects.filter(normalized="priya raman").exists()
+    assert Entity.objects.filter(mentions__item=second).exists()
+    assert not CausalEdge.objects.filter(item_id=first.pk).exists()
+
+
+def test_purge_counts_items_not_derived_rows(world, access):
+    from memory.services.items import memory_purge
+
+    fact(access, "Heavy fog caused the flight delay.", scope="agent")
+    report = memory_purge(access=access, scope="agent", confirm=True)
+    assert report.deleted == 1
+    assert not Entity.objects.filter(tenant=world.tenant).exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_gliner(tmp_path_factory):
+    """A GLiNER model built here on the packaged MiniLM encoder (untrained span head),
+    saved to a local folder: exercises the real loading and prediction code offline."""
+    import torch
+    from gliner import GLiNER, GLiNERConfig
+
+    from memory.embeddings import packaged_model_path
+
+    torch.manual_seed(0)
+    config = GLiNERConfig(model_name=str(packaged_model_path()), max_width=8, hidden_size=384, max_len=128)
+    folder = tmp_path_factory.mktemp("gliner")
+    GLiNER.from_config(config, backbone_from_pretrained=True).save_pretrained(folder)
+    return folder
+
+
+def test_gliner_from_a_local_folder_replaces_spacy_entities(world, access, tiny_gliner, monkeypatch):
+    from memory.extraction import entities
+    from memory.extraction.entities import GLINER_LABELS
+
+    monkeypatch.setattr(entities, "_gliner", None)  # drop any model cached by another test
+    text = "Acme hired Priya Raman in Berlin."
+    with override_settings(FEDMEM_GLINER_MODEL=str(tiny_gliner), FEDMEM_GLINER_THRESHOLD=0.0):
+        item = fact(access, text)
+    monkeypatch.setattr(entities, "_gliner", None)
+    mentions = list(Mention.objects.filter(item=item).select_related("entity"))
+    assert mentions and item.extraction_status == "done"
+    labels = {label.upper() for label in GLINER_LABELS}
+    for mention in mentions:
+        assert mention.entity.label in labels  # GLiNER's labels, not spaCy's
+        assert text[mention.start : mention.end] == mention.text
+
+
+def test_a_long_batch_is_handed_on_in_slices(world, access, django_capture_on_commit_callbacks):
+    from core.models import OutboxMessage
+
+    first = remember(access, "Heavy fog caused the flight delay.", scope="agent").item
+    second = remember(access, "The memory leak led to repeated restarts.", scope="agent").item
+    OutboxMessage.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=False):
+        extract_items([str(first.pk), str(second.pk)], slice_seconds=0)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    # One item per slice here: the first is done, the rest waits in the outbox.
+    assert (first.extraction_status, second.extraction_status) == ("done", "pending")
+    assert OutboxMessage.objects.get().args == [[str(second.pk)]]
