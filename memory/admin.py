@@ -4,7 +4,16 @@ services, which enforce policy and legal holds and write history."""
 from django.contrib import admin
 
 from core.admin import ReadOnlyModelAdmin
-from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
+from memory.models import (
+    CausalEdge,
+    Entity,
+    IdempotencyRecord,
+    MemoryHistory,
+    MemoryItem,
+    Mention,
+    SessionMessage,
+    Supersession,
+)
 
 
 @admin.register(MemoryItem)
@@ -39,3 +48,27 @@ class SessionMessageAdmin(ReadOnlyModelAdmin):
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(ReadOnlyModelAdmin):
     list_display = ["agent", "endpoint", "key", "status_code", "created_at"]
+
+
+@admin.register(Entity)
+class EntityAdmin(ReadOnlyModelAdmin):
+    list_display = ["name", "label", "tenant", "created_at"]
+    search_fields = ["normalized"]
+    exclude = ["embedding"]
+
+
+@admin.register(Mention)
+class MentionAdmin(ReadOnlyModelAdmin):
+    list_display = ["entity", "item", "text"]
+
+
+@admin.register(CausalEdge)
+class CausalEdgeAdmin(ReadOnlyModelAdmin):
+    list_display = ["cause", "effect", "cue", "item", "created_at"]
+    list_filter = ["cue", "extractor"]
+    exclude = ["cause_embedding", "effect_embedding"]
+
+
+@admin.register(Supersession)
+class SupersessionAdmin(ReadOnlyModelAdmin):
+    list_display = ["old_item", "new_item", "reason", "created_at", "reverted_at"]

@@ -33,3 +33,13 @@ class MemoryConfig(AppConfig):
                 )
 
         connection_created.connect(tune_hnsw, weak=False, dispatch_uid="fedmem-hnsw-tuning")
+
+        from core.tasks import enqueue_on_commit
+        from memory.services.hooks import on_items_written
+        from memory.tasks import extract_items
+
+        def enqueue_extraction(item_ids: list[object]) -> None:
+            # One task per write (a batch is one task): the outbox row commits with the items.
+            enqueue_on_commit(extract_items, [str(pk) for pk in item_ids])
+
+        on_items_written(enqueue_extraction)

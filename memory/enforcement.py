@@ -185,13 +185,15 @@ class Keys:
     narrow: bool = False
 
 
-def _current_q(at: Any = None) -> Q:
-    moment = at or timezone.now()
-    return (
-        Q(valid_from__lte=moment)
-        & (Q(invalid_at__isnull=True) | Q(invalid_at__gt=moment))
-        & (Q(retention_until__isnull=True) | Q(retention_until__gt=moment))
-    )
+def _current_q(at: Any = None, *, include_superseded: bool = False) -> Q:
+    """Valid at ``at`` (default now). Retention is always measured against now: an
+    expired item is gone, also for a question about the past."""
+    now = timezone.now()
+    moment = at or now
+    q = Q(valid_from__lte=moment) & (Q(retention_until__isnull=True) | Q(retention_until__gt=now))
+    if not include_superseded:
+        q &= Q(invalid_at__isnull=True) | Q(invalid_at__gt=moment)
+    return q
 
 
 def _scope_q(access: MemoryAccess, scope: str, keys: Keys) -> Q | None:
@@ -231,12 +233,13 @@ def visible_q(
     *,
     at: Any = None,
     include_expired: bool = False,
+    include_superseded: bool = False,
 ) -> Q:
     """Rows a read may see. Always: the agent's tenant, classification at or below the
     policy's maximum, and (unless asked otherwise) valid now and not past retention."""
     q = Q(tenant_id=access.tenant_id, classification__lte=access.policy.max_classification_level)
     if not include_expired:
-        q &= _current_q(at)
+        q &= _current_q(at, include_superseded=include_superseded)
     by_scope = [part for part in (_scope_q(access, scope, keys) for scope in scopes) if part is not None]
     if not by_scope:
         return Q(pk__in=[])

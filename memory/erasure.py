@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.db import connection
 from django.db.models import Q
 
 from governance.models import Tenant
 from governance.services.erasure import DeleterResult, ErasureTarget
+from memory.extraction.pipeline import delete_orphan_entities
 from memory.holds import (
     active_holds,
     audit_blocked,
@@ -24,6 +26,7 @@ from memory.holds import (
     hold_message_q,
 )
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
+from memory.models.graph import Entity
 
 _BATCH = 2000
 
@@ -43,13 +46,20 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
     ids = [pk for pk, _ in rows]
     result.content_hashes = [h for _, h in rows]
     history = idempotency = deleted_items = 0
+    derived: dict[str, int] = {}
     for start in range(0, len(ids), _BATCH):
         chunk = ids[start : start + _BATCH]
         history += MemoryHistory.objects.filter(tenant_id=target.tenant_id, item_id__in=chunk).delete()[0]
         idempotency += delete_idempotency_records(
             tenant_id=target.tenant_id, item_ids=[str(pk) for pk in chunk]
         )
-        deleted_items += MemoryItem.objects.filter(pk__in=chunk).delete()[0]
+        # Mentions, causal edges and supersession records go with their items (CASCADE).
+        _, per_model = MemoryItem.objects.filter(pk__in=chunk).delete()
+        deleted_items += per_model.pop(MemoryItem._meta.label, 0)
+        for label, count in per_model.items():
+            derived[label] = derived.get(label, 0) + count
+    # An entity name can be the subject's own name: none may outlive its last mention.
+    orphans = delete_orphan_entities(target.tenant_id)
     # History of the subject's items deleted earlier (forget, purge), found by the
     # subject recorded with each event; the history of held items stays with them.
     held_ids = list(items.values_list("pk", flat=True))
@@ -64,6 +74,8 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
         MemoryHistory._meta.db_table: history,
         IdempotencyRecord._meta.db_table: idempotency,
         SessionMessage._meta.db_table: deleted_messages,
+        Entity._meta.db_table: orphans,
+        **{apps.get_model(label)._meta.db_table: count for label, count in derived.items()},
     }
 
     kept = items.count()

@@ -1,8 +1,59 @@
-"""Celery entry points for builtin memory upkeep; each calls one service."""
+"""Celery entry points of the memory app. Thin: each calls one service function."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from celery import shared_task
+from django.db import transaction
+
+from memory.models import MemoryItem
+
+MAX_RETRIES = 5
+# A task stops taking new items after this long and hands the rest to a fresh task.
+# A worker's warm shutdown waits for the running task: a 100-item batch extracted
+# in one go would outlast the grace period fedmem_run gives it (and be killed).
+SLICE_SECONDS = 2.0
+
+
+@shared_task(
+    name="memory.extract_items",
+    bind=True,
+    ignore_result=True,
+    max_retries=MAX_RETRIES,
+    acks_late=True,
+)
+def extract_items(self: Any, item_ids: list[str], slice_seconds: float = SLICE_SECONDS) -> None:
+    """Extract entities and causal edges of freshly written items.
+
+    Idempotent (each run replaces the item's derived rows), so at-least-once
+    delivery from the outbox is safe. A failure is written on the item, and the
+    item stays ``pending`` while retries (exponential backoff) remain; after the
+    last one it is ``failed`` with the error.
+    """
+    from core.tasks import enqueue_on_commit
+    from memory.extraction.pipeline import extract_item, mark_extraction
+
+    failed: list[str] = []
+    last_error: Exception | None = None
+    began = time.monotonic()
+    for index, item_id in enumerate(item_ids):
+        if index and time.monotonic() - began > slice_seconds:
+            # Through the outbox: if publishing fails now, the relay sends it later.
+            with transaction.atomic():
+                enqueue_on_commit(extract_items, item_ids[index:])
+            break
+        try:
+            extract_item(item_id)
+        except Exception as exc:  # recorded on the item; the task retries what failed
+            final = self.request.retries >= MAX_RETRIES
+            status = MemoryItem.Extraction.FAILED if final else MemoryItem.Extraction.PENDING
+            mark_extraction(item_id, status=status, error=f"{exc.__class__.__name__}: {exc}")
+            failed.append(item_id)
+            last_error = exc
+    if failed and last_error is not None and self.request.retries < MAX_RETRIES:
+        raise self.retry(args=[failed], exc=last_error, countdown=min(2 ** (self.request.retries + 1), 300))
 
 
 @shared_task(name="memory.retention_sweep", acks_late=True)

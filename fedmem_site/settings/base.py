@@ -285,6 +285,14 @@ FEDMEM_PII_ENTITIES = env_list(
 )  # fmt: skip
 FEDMEM_PII_MIN_SCORE = env_float("FEDMEM_PII_MIN_SCORE", 0.5, minimum=0.0)
 FEDMEM_IDEMPOTENCY_TTL_HOURS = env_int("FEDMEM_IDEMPOTENCY_TTL_HOURS", 24, minimum=1)
+# Graph extraction (docs/graph.md). GLiNER runs only from a local model directory.
+FEDMEM_GLINER_MODEL = env_str("FEDMEM_GLINER_MODEL")
+FEDMEM_GLINER_THRESHOLD = env_float("FEDMEM_GLINER_THRESHOLD", 0.5, minimum=0.0)
+FEDMEM_CAUSAL_EXTRACTORS = env_list("FEDMEM_CAUSAL_EXTRACTORS", ["rules"])
+# Cosine similarity at or above which a new spelling merges into an existing entity.
+FEDMEM_ENTITY_MERGE_THRESHOLD = env_float("FEDMEM_ENTITY_MERGE_THRESHOLD", 0.92, minimum=0.0)
+# Cosine similarity at or above which one fact's effect span is another's cause span.
+FEDMEM_SPAN_LINK_THRESHOLD = env_float("FEDMEM_SPAN_LINK_THRESHOLD", 0.8, minimum=0.0)
 
 # --- Logging --------------------------------------------------------------------
 LOG_LEVEL = env_choice("FEDMEM_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))

@@ -64,6 +64,11 @@ class RememberSerializer(serializers.Serializer):
     )
     source = Text(max_length=200, default="", allow_blank=True)
     metadata = serializers.DictField(default=dict, help_text="A JSON object, at most 8 KB.")
+    split = serializers.BooleanField(
+        default=False,
+        help_text="Store one fact per sentence (shared provenance; metadata.split links them); "
+        "the answer then has the batch shape.",
+    )
 
     def to_draft(self) -> MemoryDraft:
         data = self.validated_data
@@ -106,7 +111,8 @@ class MemoryItemSerializer(serializers.ModelSerializer):
             "id", "agent_id", "content", "scope", "scopes", "kind", "record_kind", "classification",
             "personal_data", "personal_data_types", "user_id", "session_id", "team", "project",
             "source", "provenance", "metadata", "content_hash", "created_at", "updated_at",
-            "valid_from", "invalid_at", "retention_until", "legal_hold",
+            "valid_from", "invalid_at", "retention_until", "legal_hold", "extraction_status",
+            "extraction_error",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -185,6 +191,20 @@ class RecallSerializer(serializers.Serializer):
     recency_weight = serializers.FloatField(
         required=False, min_value=0.0, max_value=10.0, help_text="Hybrid only; default FEDMEM_RECENCY_WEIGHT."
     )
+    as_of = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Answer with what was current at this moment."
+    )
+    include_superseded = serializers.BooleanField(default=False, help_text="Also return retired facts.")
+
+
+class RecallModeSerializer(RecallSerializer):
+    mode = serializers.ChoiceField(
+        choices=["hybrid", "graph"],
+        default="hybrid",
+        help_text="graph: hybrid seeds expanded over entity bridges and causal links, then reranked "
+        "(seeds, chain continuations, bridge discoveries).",
+    )
+    hops = serializers.IntegerField(min_value=1, max_value=4, default=2, help_text="Graph mode only.")
 
 
 class SearchSerializer(RecallSerializer):
@@ -212,6 +232,9 @@ class RecallResultSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     provenance = serializers.DictField()
     trust = serializers.ChoiceField(choices=["untrusted"])
+    graph = serializers.DictField(
+        required=False, help_text="Graph mode: {kind: seed|causal|entity, hop, seed_id, path}."
+    )
 
 
 class RecallResponseSerializer(serializers.Serializer):
@@ -221,6 +244,7 @@ class RecallResponseSerializer(serializers.Serializer):
     )
     nonce = serializers.CharField()
     search_mode = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["hybrid", "graph"])
     scopes = serializers.ListField(child=serializers.CharField())
 
 
@@ -328,6 +352,8 @@ def item_json(item: MemoryItem, *, include_content: bool = True) -> dict[str, An
         "invalid_at": _when(item.invalid_at),
         "retention_until": _when(item.retention_until),
         "legal_hold": item.legal_hold,
+        "extraction_status": item.extraction_status,
+        "extraction_error": item.extraction_error,
     }
     if not include_content:
         del data["content"]

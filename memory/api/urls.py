@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory.api import candidates, views
+from memory.api import candidates, graph_views, views
 
 app_name = "memory"
 
@@ -24,6 +24,17 @@ urlpatterns = [
     path(prefix + "memories/purge", views.PurgeView.as_view(), name="memories-purge"),
     path(prefix + "memories/export", views.ExportView.as_view(), name="memories-export"),
     path(prefix + "memories/<str:item_id>", views.ItemView.as_view(), name="memory-detail"),
+    path(
+        prefix + "memories/<str:item_id>/supersede",
+        graph_views.SupersedeView.as_view(),
+        name="memory-supersede",
+    ),
+    path(prefix + "memories/<str:item_id>/revive", graph_views.ReviveView.as_view(), name="memory-revive"),
+    path(prefix + "memories/<str:item_id>/history", graph_views.HistoryView.as_view(), name="memory-history"),
+    path(prefix + "discover", graph_views.DiscoverView.as_view(), name="discover"),
+    path(prefix + "trace", graph_views.TraceView.as_view(), name="trace"),
+    path(prefix + "causal_chain", graph_views.CausalChainView.as_view(), name="causal-chain"),
+    path(prefix + "what_if", graph_views.WhatIfView.as_view(), name="what-if"),
     path(prefix + "recall", views.RecallView.as_view(), name="recall"),
     path(
         prefix + "sessions/<str:session_id>/messages",

@@ -23,7 +23,7 @@ from core.pagination import CursorPagination
 from governance.models.agents import AgentPermission
 from governance.selectors import access_agent
 from memory.api import serializers as s
-from memory.enforcement import Keys, MemoryAccess, memory_access, read_scopes
+from memory.enforcement import Keys, MemoryAccess, memory_access, read_scopes, visible_q
 from memory.models import MemoryItem, SessionMessage
 from memory.retrieval.framing import frame, new_nonce
 from memory.retrieval.hybrid import Hit, RecallQuery, retrieve
@@ -105,7 +105,11 @@ class RememberView(generics.GenericAPIView):
         request=s.RememberSerializer,
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
-            201: s.WrittenItemSerializer,
+            201: OpenApiResponse(
+                s.WrittenItemSerializer,
+                description="Stored. With split=true the body has the batch shape (created, deduplicated, "
+                "failed, results: one per sentence).",
+            ),
             200: OpenApiResponse(
                 s.WrittenItemSerializer, description="An exact (or near) duplicate already existed."
             ),
@@ -116,7 +120,11 @@ class RememberView(generics.GenericAPIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         key = _idempotency_key(request)
-        draft = _parse(s.RememberSerializer, request.data).to_draft()
+        parsed = _parse(s.RememberSerializer, request.data)
+        draft = parsed.to_draft()
+        if parsed.validated_data["split"]:
+            results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
+            return Response(_batch_body(results), status=item_services.batch_status(results))
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
         headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
@@ -167,32 +175,42 @@ class BatchView(APIView):
         drafts: list[item_services.MemoryDraft | ApiError] = []
         for raw in raw_items:
             item = s.RememberSerializer(data=raw)
-            if item.is_valid():
+            if item.is_valid() and item.validated_data["split"]:
+                # Splitting turns one item into several: only the single-write route does it.
+                drafts.append(
+                    InvalidInput(
+                        "Invalid input: split.", details={"fields": {"split": ["Not available in a batch."]}}
+                    )
+                )
+            elif item.is_valid():
                 drafts.append(item.to_draft())
             else:
                 fields = ", ".join(sorted(item.errors))
                 drafts.append(InvalidInput(f"Invalid input: {fields}.", details={"fields": item.errors}))
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
-        body_results = []
-        for result in results:
-            entry: dict[str, Any] = {"index": result.index, "status": result.status}
-            if result.error is not None:
-                entry["error"] = {
-                    "code": result.error.code,
-                    "message": result.error.message,
-                    "details": result.error.details,
-                }
-            else:
-                assert result.outcome is not None
-                entry["item"] = s.item_json(result.outcome.item)
-            body_results.append(entry)
-        body = {
-            "created": sum(1 for r in results if r.status == "created"),
-            "deduplicated": sum(1 for r in results if r.status == "deduplicated"),
-            "failed": sum(1 for r in results if r.status == "error"),
-            "results": body_results,
-        }
-        return Response(body, status=item_services.batch_status(results))
+        return Response(_batch_body(results), status=item_services.batch_status(results))
+
+
+def _batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
+    body_results = []
+    for result in results:
+        entry: dict[str, Any] = {"index": result.index, "status": result.status}
+        if result.error is not None:
+            entry["error"] = {
+                "code": result.error.code,
+                "message": result.error.message,
+                "details": result.error.details,
+            }
+        else:
+            assert result.outcome is not None
+            entry["item"] = s.item_json(result.outcome.item)
+        body_results.append(entry)
+    return {
+        "created": sum(1 for r in results if r.status == "created"),
+        "deduplicated": sum(1 for r in results if r.status == "deduplicated"),
+        "failed": sum(1 for r in results if r.status == "error"),
+        "results": body_results,
+    }
 
 
 class ItemView(APIView):
@@ -250,6 +268,8 @@ def _recall_query(access: MemoryAccess, data: dict[str, Any], *, search: bool) -
         record_kinds=tuple(data.get("record_kinds", ())) if search else (),
         created_after=data.get("created_after") if search else None,
         created_before=data.get("created_before") if search else None,
+        as_of=data.get("as_of"),
+        include_superseded=data.get("include_superseded", False),
     )
 
 
@@ -276,14 +296,17 @@ class RecallView(APIView):
     @extend_schema(
         tags=TAG,
         summary="Recall memories framed as untrusted data",
-        request=s.RecallSerializer,
+        request=s.RecallModeSerializer,
         responses={200: s.RecallResponseSerializer, **ERRORS},
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
-        data = _parse(s.RecallSerializer, request.data).validated_data
+        data = _parse(s.RecallModeSerializer, request.data).validated_data
         rq = _recall_query(access, data, search=False)
-        results = [_recall_result(hit) for hit in retrieve(access, rq)]
+        if data["mode"] == "graph":
+            results = graph_recall(access, rq, hops=data["hops"])
+        else:
+            results = [_recall_result(hit) for hit in retrieve(access, rq)]
         nonce = new_nonce()
         framed = [
             {k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results
@@ -294,9 +317,32 @@ class RecallView(APIView):
                 "context": frame(framed, nonce),
                 "nonce": nonce,
                 "search_mode": rq.mode,
+                "mode": data["mode"],
                 "scopes": list(rq.scopes),
             }
         )
+
+
+def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
+    """Graph mode: the hybrid seeds, expanded over entity bridges and causal links in
+    the policy's readable scopes (or only the requested ones under strict isolation),
+    top_k in all. Expanded facts score below every seed, in discovery order."""
+    from memory.reasoning import graph
+
+    strict = access.policy.required_isolation == "strict"
+    covered = rq.scopes if strict else read_scopes(access, None)
+    view = graph.View(
+        access, visible_q(access, covered, at=rq.as_of, include_superseded=rq.include_superseded)
+    )
+    found = graph.discover(access, rq, view, hops=hops, max_results=rq.top_k, max_visited=rq.top_k * 10)
+    floor = min((f.score for f in found if f.kind == "seed"), default=1.0)
+    results = []
+    for rank, f in enumerate(found):
+        hit = Hit(item=f.item, score=f.score if f.kind == "seed" else floor * 0.5 / (rank + 1))
+        entry = _recall_result(hit)
+        entry["graph"] = {"kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path}
+        results.append(entry)
+    return results
 
 
 class SearchView(APIView):

@@ -1,6 +1,17 @@
+from .graph import CausalEdge, Entity, Mention, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
 from .items import EMBEDDING_DIMENSIONS, MemoryItem
 from .sessions import SessionMessage
 
-__all__ = ["EMBEDDING_DIMENSIONS", "IdempotencyRecord", "MemoryHistory", "MemoryItem", "SessionMessage"]
+__all__ = [
+    "EMBEDDING_DIMENSIONS",
+    "CausalEdge",
+    "Entity",
+    "IdempotencyRecord",
+    "MemoryHistory",
+    "MemoryItem",
+    "Mention",
+    "SessionMessage",
+    "Supersession",
+]

@@ -21,6 +21,8 @@ class MemoryHistory(models.Model):
         SCOPE_REMOVED = "scope_removed"
         DELETED = "deleted"
         PURGED = "purged"
+        SUPERSEDED = "superseded"
+        REVIVED = "revived"
 
     tenant = models.ForeignKey("governance.Tenant", on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(

@@ -88,6 +88,16 @@ class MemoryItem(models.Model):
     retention_until = models.DateTimeField(null=True, blank=True)
     legal_hold = models.BooleanField(default=False)
 
+    class Extraction(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    # Set by the extraction task (memory.tasks.extract_items) after each write; a
+    # queued write is "pending", never reported as settled.
+    extraction_status = models.CharField(max_length=8, choices=Extraction.choices, default=Extraction.PENDING)
+    extraction_error = models.TextField(blank=True)
+
     objects = MemoryItemQuerySet.as_manager()
 
     class Meta:

@@ -45,7 +45,7 @@ _COLUMNS = [
     "id", "tenant_id", "agent_id", "user_id", "session_id", "team", "project", "scope", "scopes",
     "content", "kind", "record_kind", "classification", "personal_data", "personal_data_types",
     "source", "provenance", "metadata", "content_hash", "created_at", "updated_at", "valid_from",
-    "invalid_at", "retention_until", "legal_hold", "shared_with",
+    "invalid_at", "retention_until", "legal_hold", "shared_with", "extraction_status", "extraction_error",
 ]  # fmt: skip
 
 
@@ -62,6 +62,8 @@ class RecallQuery:
     record_kinds: tuple[str, ...] = ()
     created_after: datetime | None = None
     created_before: datetime | None = None
+    as_of: datetime | None = None
+    include_superseded: bool = False
 
 
 @dataclass
@@ -117,7 +119,7 @@ def keyword_query(text: str, *, require_all: bool) -> ParsedQuery | None:
 
 
 def _filters(access: MemoryAccess, rq: RecallQuery) -> Q:
-    q = visible_q(access, rq.scopes, rq.keys)
+    q = visible_q(access, rq.scopes, rq.keys, at=rq.as_of, include_superseded=rq.include_superseded)
     if rq.kinds:
         q &= Q(kind__in=list(rq.kinds))
     if rq.record_kinds:

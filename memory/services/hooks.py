@@ -1,9 +1,9 @@
-"""Extension point for work that follows a memory write (extraction, later).
+"""Extension point for work that follows a memory write (extraction).
 
-A write answers at once; follow-up work registers a callback here and is run
-only after the write's transaction commits, so it never sees rows that were
-rolled back. Nothing is registered yet: items carry no extraction status until
-the extraction pipeline exists, so no write is ever reported as processed.
+Callbacks run *inside* the write's transaction and are expected to enqueue their
+work with :func:`core.tasks.enqueue_on_commit`: the outbox row commits or rolls
+back with the items, and the task is published only after commit, so it never
+sees rows that were rolled back and is never lost if the process dies.
 """
 
 from __future__ import annotations
@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
-
 Callback = Callable[[list[Any]], None]
 _after_write: list[Callback] = []
 
 
 def on_items_written(callback: Callback) -> Callback:
-    """Register ``callback(item_ids)`` to run after each committed memory write."""
+    """Register ``callback(item_ids)`` to run in each memory write's transaction."""
     if callback not in _after_write:
         _after_write.append(callback)
     return callback
@@ -27,4 +25,4 @@ def on_items_written(callback: Callback) -> Callback:
 def items_written(item_ids: list[Any]) -> None:
     ids = list(item_ids)
     for callback in list(_after_write):
-        transaction.on_commit(lambda cb=callback: cb(ids))
+        callback(ids)

@@ -29,6 +29,7 @@ from core.vocabulary import Classification, Kind, RecordKind, Scope
 from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.extraction.pipeline import delete_orphan_entities
 from memory.holds import active_holds, audit_blocked, held_items_q, held_messages_q, holds_covering_item
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.pii import detect_personal_data
@@ -607,6 +608,29 @@ def memory_remember_batch(
     return results
 
 
+def memory_remember_split(
+    *, access: MemoryAccess, draft: MemoryDraft, idempotency_key: str | None = None
+) -> list[BatchResult]:
+    """Store a paragraph as one fact per sentence: each sentence is its own item, all
+    with the same provenance and a ``metadata.split`` naming the paragraph and position."""
+    from dataclasses import replace
+
+    from memory.extraction.nlp import split_sentences
+
+    text = _checked_content(draft.content)
+    sentences = split_sentences(text)[:MAX_BATCH] or [text]
+    paragraph = content_hash(text)
+    drafts: list[MemoryDraft | ApiError] = [
+        replace(
+            draft,
+            content=sentence,
+            metadata={**draft.metadata, "split": {"paragraph": paragraph, "index": i, "of": len(sentences)}},
+        )
+        for i, sentence in enumerate(sentences)
+    ]
+    return memory_remember_batch(access=access, drafts=drafts, idempotency_key=idempotency_key, via="split")
+
+
 def batch_status(results: list[BatchResult]) -> int:
     return 201 if any(r.outcome is not None and r.outcome.created for r in results) else 200
 
@@ -726,9 +750,13 @@ def _update_locked(access: MemoryAccess, item_id: Any, *, text: str, finding: An
     item.embedding = vector
     item.personal_data = finding.personal_data
     item.personal_data_types = list(finding.types)
+    # New text, new extraction: the derived graph is stale until the task reruns.
+    item.extraction_status = MemoryItem.Extraction.PENDING
+    item.extraction_error = ""
     item.save(
         update_fields=[
-            "content", "content_hash", "embedding", "personal_data", "personal_data_types", "updated_at",
+            "content", "content_hash", "embedding", "personal_data", "personal_data_types",
+            "extraction_status", "extraction_error", "updated_at",
         ]
     )  # fmt: skip
     _history(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
@@ -743,7 +771,8 @@ def memory_forget(*, access: MemoryAccess, item_id: Any) -> None:
             item = _modifiable(access, item_id, lock=True)
             _refuse_if_held(item)
             _history(access, item, MemoryHistory.Event.DELETED, old=item.content).save()
-            item.delete()
+            item.delete()  # mentions and causal edges go with it (CASCADE)
+            delete_orphan_entities(access.tenant_id)
     except MemoryHeld as exc:
         _audit_held(access, exc, "delete")
         raise
@@ -816,7 +845,10 @@ def memory_purge(
         # `scope` names the level an item was first written at; once that level is
         # purged, it names the first level the item still has.
         MemoryItem.objects.filter(pk__in=elsewhere, scope=scope).update(scope=RawSQL("scopes[1]", []))
-        deleted, _ = MemoryItem.objects.filter(pk__in=only_here).delete()
+        # The total also counts cascaded mentions and causal edges: report items only.
+        _, per_model = MemoryItem.objects.filter(pk__in=only_here).delete()
+        deleted = per_model.get(MemoryItem._meta.label, 0)
+        delete_orphan_entities(access.tenant_id)
         messages = 0
         if scope == Scope.SESSION:
             msg_q = Q(tenant_id=access.tenant_id, agent_id=access.agent.pk)

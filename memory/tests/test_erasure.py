@@ -94,16 +94,28 @@ def test_erasure_leaves_no_trace_of_the_canary_in_any_table(world, as_agent, acc
     canary = f"canary{uuid.uuid4().hex}"
     remember(access, "Someone else's note", user_id="cust-keep")
     ids = _write_everywhere(world, as_agent, canary)
+    # The graph derived from those items (what the extraction task writes after commit).
+    from memory.extraction.pipeline import extract_item
+
+    for item_id in ids:
+        extract_item(item_id)
     vectors = list(MemoryItem.objects.filter(pk__in=ids).values_list("embedding", flat=True))
     before = _catalog_hits(canary)
     assert {"memory_item.content", "memory_history.new_content", "memory_session_message.content"} <= set(
         before
     )
+    from memory.models.graph import Entity, Mention
+
+    subject_entities = set(Mention.objects.filter(item_id__in=ids).values_list("entity_id", flat=True))
+    assert subject_entities  # the graph really holds the subject's derived rows
 
     request = _erase(world)
 
     assert _catalog_hits(canary) == {}
     assert not MemoryItem.objects.filter(user_id=SUBJECT).exists()
+    # Entities only the subject's memories named are gone with them (a name can be personal data).
+    assert not Entity.objects.filter(pk__in=subject_entities, mentions__isnull=True).exists()
+    assert not Mention.objects.filter(item_id__in=ids).exists()
     assert MemoryItem.objects.filter(user_id="cust-keep").count() == 1
     # A nearest-neighbour search with the subject's own embeddings finds none of their items.
     for vector in vectors:

@@ -1,0 +1,182 @@
+"""Request and response shapes of the graph endpoints (discover, trace, causal_chain,
+what_if, supersede, history). Validation only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from core.vocabulary import Scope
+from memory.api.serializers import MAX_QUERY_CHARS, MemoryItemSerializer, Text
+
+MAX_DEPTH = 10
+MAX_VISITED = 500
+MAX_HOPS = 4
+
+
+def _bounded(default: int, maximum: int, **kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=1, max_value=maximum, default=default, **kwargs)
+
+
+class _Time(serializers.Serializer):
+    as_of = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Answer with what was current at this moment."
+    )
+    include_superseded = serializers.BooleanField(default=False, help_text="Also traverse retired facts.")
+
+
+class DiscoverSerializer(_Time):
+    query = Text(max_length=MAX_QUERY_CHARS)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices), required=False, allow_empty=False
+    )
+    user_id = Text(max_length=128, required=False)
+    session_id = Text(max_length=128, required=False)
+    top_k = _bounded(5, 50, help_text="How many hybrid-recall seeds.")
+    hops = _bounded(2, MAX_HOPS)
+    max_results = _bounded(20, 200)
+    max_visited = _bounded(200, MAX_VISITED)
+    isolate = serializers.BooleanField(
+        default=False, help_text="Confine traversal (not only the seeds) to the requested scopes."
+    )
+
+
+class TraceSerializer(_Time):
+    item_id = serializers.UUIDField(required=False)
+    content = Text(max_length=MAX_QUERY_CHARS, required=False)
+    direction = serializers.ChoiceField(choices=["effects", "causes"])
+    max_depth = _bounded(5, MAX_DEPTH)
+    max_visited = _bounded(100, MAX_VISITED)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("item_id" in attrs) == ("content" in attrs):
+            raise serializers.ValidationError({"item_id": ["Give exactly one of item_id and content."]})
+        return attrs
+
+
+class CausalChainSerializer(_Time):
+    # "from" is a Python keyword: declared through the class namespace.
+    vars()["from"] = Text(max_length=MAX_QUERY_CHARS, help_text="The cause to start from.")
+    to = Text(max_length=MAX_QUERY_CHARS, help_text="The effect to reach.")
+    max_depth = _bounded(5, MAX_DEPTH)
+    max_visited = _bounded(100, MAX_VISITED)
+
+
+class WhatIfSerializer(_Time):
+    item_id = serializers.UUIDField(help_text="The fact to remove hypothetically.")
+    origin = Text(max_length=MAX_QUERY_CHARS, help_text="Where the causal paths start (effects) or end.")
+    direction = serializers.ChoiceField(choices=["effects", "causes"], default="effects")
+    max_depth = _bounded(5, MAX_DEPTH)
+    max_visited = _bounded(100, MAX_VISITED)
+
+
+class HopSerializer(serializers.Serializer):
+    edge_id = serializers.IntegerField()
+    cause = serializers.CharField()
+    effect = serializers.CharField()
+    cue = serializers.CharField()
+    item_id = serializers.UUIDField(help_text="The fact asserting this hop.")
+    depth = serializers.IntegerField()
+    from_edge = serializers.IntegerField(allow_null=True)
+
+
+class TerminalSerializer(serializers.Serializer):
+    span = serializers.CharField()
+    item_id = serializers.UUIDField()
+    edge_id = serializers.IntegerField()
+
+
+class TraceResponseSerializer(serializers.Serializer):
+    origin = serializers.DictField()
+    direction = serializers.CharField()
+    chain = HopSerializer(many=True)
+    terminals = TerminalSerializer(many=True)
+    root_causes = TerminalSerializer(many=True, help_text="The terminals of direction=causes.")
+    visited = serializers.IntegerField()
+    truncated = serializers.BooleanField(help_text="A bound (max_depth or max_visited) cut the walk short.")
+
+
+class CausalChainResponseSerializer(serializers.Serializer):
+    chain = HopSerializer(many=True, allow_null=True, help_text="Null when no chain exists.")
+
+
+class SpanSerializer(serializers.Serializer):
+    span = serializers.CharField()
+    item_id = serializers.UUIDField()
+    supported_by = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+
+class WhatIfResponseSerializer(serializers.Serializer):
+    item_id = serializers.UUIDField()
+    origin = serializers.CharField()
+    direction = serializers.CharField()
+    pruned_edges = HopSerializer(many=True)
+    collapsed = SpanSerializer(many=True, help_text="Spans that lose every causal path.")
+    survived = SpanSerializer(many=True, help_text="Spans another path still supports.")
+
+
+class StepSerializer(serializers.Serializer):
+    from_item = serializers.UUIDField()
+    to_item = serializers.UUIDField()
+    bridge = serializers.ChoiceField(choices=["entity", "causal"])
+    entity = serializers.CharField(required=False)
+    link = serializers.DictField(required=False)
+
+
+class RelationSerializer(serializers.Serializer):
+    cause = serializers.CharField()
+    effect = serializers.CharField()
+    cue = serializers.CharField()
+
+
+class DiscoveredSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    content = serializers.CharField()
+    session_id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["seed", "causal", "entity"])
+    hop = serializers.IntegerField()
+    seed_id = serializers.UUIDField()
+    cross_session = serializers.BooleanField()
+    path = StepSerializer(many=True)
+    relations = RelationSerializer(many=True)
+    trust = serializers.CharField()
+
+
+class DiscoverResponseSerializer(serializers.Serializer):
+    results = DiscoveredSerializer(many=True)
+    scopes = serializers.ListField(child=serializers.CharField())
+
+
+class SupersedeSerializer(serializers.Serializer):
+    content = Text(allow_blank=True, trim_whitespace=False)
+    reason = Text(max_length=200, default="", allow_blank=True)
+
+
+class SupersedeResponseSerializer(serializers.Serializer):
+    old = MemoryItemSerializer()
+    new = MemoryItemSerializer()
+
+
+class SupersessionRecordSerializer(serializers.Serializer):
+    item_id = serializers.UUIDField()
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+    reverted_at = serializers.DateTimeField(allow_null=True)
+
+
+class HistoryEventSerializer(serializers.Serializer):
+    event = serializers.CharField()
+    actor_type = serializers.CharField()
+    actor_id = serializers.CharField()
+    old_content = serializers.CharField()
+    new_content = serializers.CharField()
+    details = serializers.DictField()
+    at = serializers.DateTimeField()
+
+
+class HistoryResponseSerializer(serializers.Serializer):
+    item = MemoryItemSerializer()
+    supersedes = SupersessionRecordSerializer(many=True)
+    superseded_by = SupersessionRecordSerializer(many=True)
+    events = HistoryEventSerializer(many=True)

@@ -1,0 +1,1 @@
+"""Extraction on write: sentences, entities and cause->effect relations from item text."""

@@ -1,0 +1,1 @@
+"""Reasoning over the memory graph: discover, trace, causal chains, what-if."""

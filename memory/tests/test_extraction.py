@@ -1,0 +1,272 @@
+"""Extraction on write, on the real packaged spaCy model: entities, causal edges in
+both directions of wording, idempotency, status and the worker path."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.test import override_settings
+
+from memory.extraction.causal import rule_relations
+from memory.extraction.entities import normalize, spacy_entities
+from memory.extraction.nlp import parse, split_sentences
+from memory.models import CausalEdge, Entity, MemoryItem, Mention
+from memory.tasks import extract_items
+from memory.tests.conftest import remember
+from memory.tests.graph_helpers import fact
+
+
+def relations(text: str) -> list[tuple[str, str, str]]:
+    return [(r.cause, r.effect, r.cue) for r in rule_relations(parse([text])[0])]
+
+
+@pytest.mark.parametrize(
+    ("text", "cause", "effect"),
+    [
+        # cause first
+        ("Verbose debug logging caused a full disk.", "Verbose debug logging", "a full disk"),
+        ("The memory leak led to repeated restarts.", "The memory leak", "repeated restarts"),
+        ("The expired certificate results in failed logins.", "The expired certificate", "failed logins"),
+        ("A config push triggers a cache flush.", "A config push", "a cache flush"),
+        ("The outage was caused by a faulty router.", "a faulty router", "The outage"),
+        ("The vendor raised prices, so the team cancelled the contract.",
+         "The vendor raised prices", "the team cancelled the contract"),
+        ("When the queue backs up, the workers time out.", "the queue backs up", "the workers time out"),
+        # effect first
+        ("Checkout failed because of the database crash.", "the database crash", "Checkout failed"),
+        ("The flight was delayed due to heavy fog.", "heavy fog", "The flight was delayed"),
+        ("Sales dropped as a result of the price increase.", "the price increase", "Sales dropped"),
+        ("The build broke because the lockfile was stale.", "the lockfile was stale", "The build broke"),
+    ],
+)  # fmt: skip
+def test_rules_read_cause_and_effect_in_both_directions(text, cause, effect):
+    found = relations(text)
+    assert (cause, effect) in [(c, e) for c, e, _ in found], found
+
+
+def test_no_connective_no_edge():
+    assert relations("The disk filled up. The service stopped.") == []
+    assert relations("She arrived after the meeting.") == []
+
+
+def test_entities_are_named_entities_and_noun_chunks_normalized():
+    doc = parse(["Acme's payments API called Stripe from Berlin."])[0]
+    found = {e.normalized: e.label for e in spacy_entities(doc)}
+    assert found.get("acme") in ("ORG", "NOUN_CHUNK", "PERSON", "GPE")
+    assert "berlin" in found
+    assert normalize("The Payments-API's") == normalize("payments-api") == "payments-api"
+    assert normalize("  THE   Acme, Inc. ") == "acme inc"
+
+
+def test_sentence_split():
+    assert split_sentences("The disk filled up. Then the service stopped!") == [
+        "The disk filled up.",
+        "Then the service stopped!",
+    ]
+
+
+def test_write_answers_pending_and_extraction_settles_it(world, access):
+    item = remember(access, "Verbose debug logging caused a full disk on db-1.", scope="agent").item
+    assert item.extraction_status == "pending"
+    extract_items([str(item.pk)])
+    item.refresh_from_db()
+    assert item.extraction_status == "done" and item.extraction_error == ""
+    edge = CausalEdge.objects.get(item=item)
+    assert (edge.cause, edge.effect, edge.cue) == ("Verbose debug logging", "a full disk on db-1", "cause")
+    assert edge.tenant_id == world.tenant.pk
+    assert "disk" in edge.effect_terms and "db-1" in edge.effect_terms
+    assert Mention.objects.filter(item=item).exists()
+
+
+def test_extraction_is_idempotent(world, access):
+    item = fact(access, "Acme's outage was caused by a faulty router in Berlin.")
+    before = (
+        sorted(Mention.objects.filter(item=item).values_list("entity__normalized", "start")),
+        list(CausalEdge.objects.filter(item=item).values_list("cause", "effect")),
+        Entity.objects.count(),
+    )
+    extract_items([str(item.pk)])
+    after = (
+        sorted(Mention.objects.filter(item=item).values_list("entity__normalized", "start")),
+        list(CausalEdge.objects.filter(item=item).values_list("cause", "effect")),
+        Entity.objects.count(),
+    )
+    assert before == after and before[1]
+
+
+def test_spellings_merge_into_one_entity_per_tenant(world, access):
+    # Possessive, determiner and case differ; the entity is one.
+    fact(access, "The Payments-API crashed at noon.")
+    fact(access, "The Payments-API's latency doubled.")
+    fact(access, "Acme's billing service failed.")
+    fact(access, "ACME's engineers restarted the database.")
+    for name in ("payments-api", "acme"):
+        entity = Entity.objects.get(tenant=world.tenant, normalized=name)
+        assert entity.mentions.count() == 2
+
+
+def test_same_name_in_two_tenants_is_two_entities(world):
+    from memory.enforcement import system_access
+
+    fact(system_access(world.agent), "Berlin hosts the primary database.")
+    fact(system_access(world.foreign_agent), "Berlin hosts the primary database.", user_id="x")
+    assert Entity.objects.filter(normalized="berlin").count() == 2
+    for entity in Entity.objects.filter(normalized="berlin"):
+        assert {m.tenant_id for m in entity.mentions.all()} == {entity.tenant_id}
+
+
+def test_update_resets_status_and_replaces_edges(world, access):
+    from memory.services.items import memory_update
+
+    item = fact(access, "The memory leak led to repeated restarts.")
+    item = memory_update(access=access, item_id=item.pk, content="Heavy fog caused the flight delay.")
+    assert item.extraction_status == "pending"
+    extract_items([str(item.pk)])
+    assert list(CausalEdge.objects.filter(item=item).values_list("cause", flat=True)) == ["Heavy fog"]
+
+
+@override_settings(FEDMEM_CAUSAL_EXTRACTORS=["no-such-extractor"])
+def test_failure_is_recorded_retried_and_finally_failed(world, access):
+    item = remember(access, "Heavy fog caused the flight delay.", scope="agent").item
+    # apply() runs in this process; each retry re-runs at once (no countdown locally).
+    # Earlier attempts leave the item pending with the error: only the last attempt
+    # (after MAX_RETRIES retries) marks it failed, so "failed" proves the retries ran.
+    extract_items.apply(args=[[str(item.pk)]])
+    item.refresh_from_db()
+    assert item.extraction_status == "failed"
+    assert "no-such-extractor" in item.extraction_error
+    assert not CausalEdge.objects.filter(item=item).exists()
+
+
+def test_write_enqueues_extraction_in_the_outbox(world, access, django_capture_on_commit_callbacks):
+    from core.models import OutboxMessage
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        item = remember(access, "A config push triggers a cache flush.", scope="agent").item
+    message = OutboxMessage.objects.get(task_name="memory.extract_items")
+    assert message.args == [[str(item.pk)]]
+    assert len(callbacks) == 1  # published only after commit
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_worker_extracts_after_commit(world, worker_factory, as_agent):
+    worker_factory()
+    response = as_agent(world.agent).post(
+        f"/v1/memory/agents/{world.agent.pk}/memories",
+        {"content": "The expired certificate results in failed logins.", "scope": "agent"},
+        format="json",
+    )
+    assert response.status_code == 201
+    assert response.json()["extraction_status"] == "pending"
+    item = MemoryItem.objects.get(pk=response.json()["id"])
+    deadline = time.monotonic() + 90
+    while item.extraction_status == "pending" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        item.refresh_from_db()
+    assert item.extraction_status == "done", item.extraction_error
+    assert CausalEdge.objects.get(item=item).cause == "The expired certificate"
+
+
+def test_split_stores_one_fact_per_sentence_with_shared_provenance(world, as_agent):
+    client = as_agent(world.agent)
+    paragraph = "Heavy fog caused the flight delay. The flight delay led to a missed connection."
+    response = client.post(
+        f"/v1/memory/agents/{world.agent.pk}/memories",
+        {"content": paragraph, "scope": "agent", "split": True},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["created"] == 2
+    items = [MemoryItem.objects.get(pk=r["item"]["id"]) for r in body["results"]]
+    assert [i.content for i in items] == [
+        "Heavy fog caused the flight delay.",
+        "The flight delay led to a missed connection.",
+    ]
+    assert items[0].provenance == items[1].provenance and items[0].provenance["via"] == "split"
+    assert [i.metadata["split"]["index"] for i in items] == [0, 1]
+    assert items[0].metadata["split"]["paragraph"] == items[1].metadata["split"]["paragraph"]
+    assert all(r["item"]["extraction_status"] == "pending" for r in body["results"])
+
+
+def test_split_bad_input_stores_nothing(world, as_agent):
+    client = as_agent(world.agent)
+    base = f"/v1/memory/agents/{world.agent.pk}/memories"
+    response = client.post(base, {"content": "A. B.", "split": "perhaps"}, format="json")
+    assert response.status_code == 400 and "split" in response.json()["error"]["details"]["fields"]
+    batch = client.post(
+        base + "/batch", {"items": [{"content": "A. B.", "scope": "agent", "split": True}]}, format="json"
+    ).json()
+    assert batch["failed"] == 1 and "split" in batch["results"][0]["error"]["details"]["fields"]
+    assert not MemoryItem.objects.exists()
+
+
+def test_forgetting_the_last_mention_deletes_the_entity(world, access):
+    from memory.services.items import memory_forget
+
+    first = fact(access, "Priya Raman approved the Falcon budget.")
+    second = fact(access, "The Falcon budget doubled.")
+    memory_forget(access=access, item_id=first.pk)
+    # A person's name must not outlive the last memory that said it.
+    assert not Entity.objects.filter(normalized="priya raman").exists()
+    assert Entity.objects.filter(mentions__item=second).exists()
+    assert not CausalEdge.objects.filter(item_id=first.pk).exists()
+
+
+def test_purge_counts_items_not_derived_rows(world, access):
+    from memory.services.items import memory_purge
+
+    fact(access, "Heavy fog caused the flight delay.", scope="agent")
+    report = memory_purge(access=access, scope="agent", confirm=True)
+    assert report.deleted == 1
+    assert not Entity.objects.filter(tenant=world.tenant).exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_gliner(tmp_path_factory):
+    """A GLiNER model built here on the packaged MiniLM encoder (untrained span head),
+    saved to a local folder: exercises the real loading and prediction code offline."""
+    import torch
+    from gliner import GLiNER, GLiNERConfig
+
+    from memory.embeddings import packaged_model_path
+
+    torch.manual_seed(0)
+    config = GLiNERConfig(model_name=str(packaged_model_path()), max_width=8, hidden_size=384, max_len=128)
+    folder = tmp_path_factory.mktemp("gliner")
+    GLiNER.from_config(config, backbone_from_pretrained=True).save_pretrained(folder)
+    return folder
+
+
+def test_gliner_from_a_local_folder_replaces_spacy_entities(world, access, tiny_gliner, monkeypatch):
+    from memory.extraction import entities
+    from memory.extraction.entities import GLINER_LABELS
+
+    monkeypatch.setattr(entities, "_gliner", None)  # drop any model cached by another test
+    text = "Acme hired Priya Raman in Berlin."
+    with override_settings(FEDMEM_GLINER_MODEL=str(tiny_gliner), FEDMEM_GLINER_THRESHOLD=0.0):
+        item = fact(access, text)
+    monkeypatch.setattr(entities, "_gliner", None)
+    mentions = list(Mention.objects.filter(item=item).select_related("entity"))
+    assert mentions and item.extraction_status == "done"
+    labels = {label.upper() for label in GLINER_LABELS}
+    for mention in mentions:
+        assert mention.entity.label in labels  # GLiNER's labels, not spaCy's
+        assert text[mention.start : mention.end] == mention.text
+
+
+def test_a_long_batch_is_handed_on_in_slices(world, access, django_capture_on_commit_callbacks):
+    from core.models import OutboxMessage
+
+    first = remember(access, "Heavy fog caused the flight delay.", scope="agent").item
+    second = remember(access, "The memory leak led to repeated restarts.", scope="agent").item
+    OutboxMessage.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=False):
+        extract_items([str(first.pk), str(second.pk)], slice_seconds=0)
+    first.refresh_from_db()
+    second.refresh_from_db()
+    # One item per slice here: the first is done, the rest waits in the outbox.
+    assert (first.extraction_status, second.extraction_status) == ("done", "pending")
+    assert OutboxMessage.objects.get().args == [[str(second.pk)]]
