@@ -27,3 +27,9 @@ def start_warmup() -> None:
 class ProvidersConfig(AppConfig):
     name = "providers"
     verbose_name = "Memory providers"
+
+    def ready(self) -> None:
+        from governance.services.erasure import register_engine_forgetter
+        from providers.erasure import forget_subject_in_engines
+
+        register_engine_forgetter("providers", forget_subject_in_engines)
