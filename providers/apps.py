@@ -29,7 +29,10 @@ class ProvidersConfig(AppConfig):
     verbose_name = "Memory providers"
 
     def ready(self) -> None:
+        from governance.services.erasure import register_engine_forgetter
         from providers.builtin import builtin_source
+        from providers.erasure import forget_subject_in_engines
         from providers.federation import register_builtin_source
 
         register_builtin_source(builtin_source)
+        register_engine_forgetter("providers", forget_subject_in_engines)

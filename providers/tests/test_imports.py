@@ -54,12 +54,13 @@ def test_import_after_an_erasure_refuses_erased_content(world, local_server):
         access=system_access(world.agent),
         draft=MemoryDraft(content="Jane prefers morning calls", user_id="jane"),
     )
-    server = custom_engine(RECORDS, server=local_server())
-    declare("crm-engine", server.url)
     request = erasure_request_create(
         tenant=world.tenant, actor=world.officer, subject="jane", scope="tenant", reason="art. 17"
     )
     erasure_run(request_id=request.pk)
+    # Declared after the erasure: an engine that still holds a stale copy.
+    server = custom_engine(RECORDS, server=local_server())
+    declare("crm-engine", server.url)
     job = _run(world, "crm-engine")
     assert job.result == {"imported": 1, "fenced": 1, "refused": 0}
     assert list(Candidate.objects.values_list("external_id", flat=True)) == ["r2"]
