@@ -207,13 +207,13 @@ def main() -> None:
         pg, vec = cursor.fetchone()
     import torch
 
+    get_embedder()  # applies FEDMEM_TORCH_THREADS
+    get_analyzer()
     print(
         f"postgres {pg}, pgvector {vec}, torch threads {torch.get_num_threads()}, "
         f"db {settings.DATABASES['default']['NAME']}"
     )
     print(f"model: {configured_model_path()}")
-    get_embedder()
-    get_analyzer()
 
     tenant = tenant_get_or_create(slug="bench", name="Bench")
     other = tenant_get_or_create(slug="bench-other", name="Bench (other tenant)")

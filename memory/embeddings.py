@@ -92,8 +92,11 @@ class SentenceTransformerEmbedder:
     def __init__(self, model_dir: Path, *, batch_size: int, expected_dimension: int) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        import torch
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
+
+        torch.set_num_threads(settings.FEDMEM_TORCH_THREADS)
 
         hf_logging.disable_progress_bar()  # a bar per process start is noise in logs
 

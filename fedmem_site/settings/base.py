@@ -256,6 +256,10 @@ else:
 # A local sentence-transformers folder; default: the packaged all-MiniLM-L6-v2.
 FEDMEM_EMBEDDING_MODEL = env_str("FEDMEM_EMBEDDING_MODEL")
 FEDMEM_EMBEDDING_BATCH_SIZE = env_int("FEDMEM_EMBEDDING_BATCH_SIZE", 64, minimum=1, maximum=1024)
+# torch threads per process. 1 by default: web and worker processes share the
+# cores, and torch's spinning thread pool collapses when oversubscribed (a query
+# embedding went from 20 ms to 250 ms on a busy 2-core machine with 2 threads).
+FEDMEM_TORCH_THREADS = env_int("FEDMEM_TORCH_THREADS", 1, minimum=1, maximum=256)
 # Reciprocal rank fusion constant and how many candidates each ranked list feeds it.
 FEDMEM_RRF_K = env_int("FEDMEM_RRF_K", 60, minimum=1)
 FEDMEM_RETRIEVAL_CANDIDATES = env_int("FEDMEM_RETRIEVAL_CANDIDATES", 50, minimum=1, maximum=1000)

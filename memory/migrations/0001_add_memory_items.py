@@ -265,7 +265,7 @@ class Migration(migrations.Migration):
                     models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
                     models.Index(fields=["agent", "session_id"], name="memory_item_session"),
                     django.contrib.postgres.indexes.GinIndex(
-                        fields=["search_vector"], gin_pending_list_limit=256, name="memory_item_search_gin"
+                        fields=["search_vector"], name="memory_item_search_gin"
                     ),
                 ],
                 "constraints": [
