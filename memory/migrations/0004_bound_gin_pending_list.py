@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     """
 
     dependencies = [
-        ("memory", "0002_add_item_embedding_hnsw"),
+        ("memory", "0003_add_entities_and_causal_edges"),
     ]
 
     operations = [
