@@ -16,7 +16,7 @@ from django.db.models import Q
 
 from governance.models import Tenant
 from governance.services.erasure import DeleterResult, ErasureTarget
-from memory.extraction.pipeline import delete_orphan_entities
+from memory.extraction.pipeline import delete_orphan_entities, entities_of
 from memory.holds import (
     active_holds,
     audit_blocked,
@@ -47,6 +47,7 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
     result.content_hashes = [h for _, h in rows]
     history = idempotency = deleted_items = 0
     derived: dict[str, int] = {}
+    touched: set[Any] = set()
     for start in range(0, len(ids), _BATCH):
         chunk = ids[start : start + _BATCH]
         history += MemoryHistory.objects.filter(tenant_id=target.tenant_id, item_id__in=chunk).delete()[0]
@@ -54,12 +55,13 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
             tenant_id=target.tenant_id, item_ids=[str(pk) for pk in chunk]
         )
         # Mentions, causal edges and supersession records go with their items (CASCADE).
+        touched.update(entities_of(chunk))
         _, per_model = MemoryItem.objects.filter(pk__in=chunk).delete()
         deleted_items += per_model.pop(MemoryItem._meta.label, 0)
         for label, count in per_model.items():
             derived[label] = derived.get(label, 0) + count
     # An entity name can be the subject's own name: none may outlive its last mention.
-    orphans = delete_orphan_entities(target.tenant_id)
+    orphans = delete_orphan_entities(target.tenant_id, touched)
     # History of the subject's items deleted earlier (forget, purge), found by the
     # subject recorded with each event; the history of held items stays with them.
     held_ids = list(items.values_list("pk", flat=True))

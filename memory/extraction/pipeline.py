@@ -95,6 +95,7 @@ def extract_item(item_id: Any) -> bool:
         if locked.content != text:
             # Updated meanwhile: the update enqueued its own extraction.
             return True
+        previous = entities_of([item_id])
         Mention.objects.filter(item_id=item_id).delete()
         CausalEdge.objects.filter(item_id=item_id).delete()
         cache: dict[str, Entity] = {}
@@ -129,15 +130,25 @@ def extract_item(item_id: Any) -> bool:
         MemoryItem.objects.filter(pk=item_id).update(
             extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
         )
-        delete_orphan_entities(item.tenant_id)
+        delete_orphan_entities(item.tenant_id, previous)
     return True
 
 
-def delete_orphan_entities(tenant_id: Any) -> int:
-    """Entities no item mentions any more. An entity name can be personal data (a
-    person's name): it must not outlive the last memory that said it."""
-    deleted, _ = Entity.objects.filter(tenant_id=tenant_id, mentions__isnull=True).delete()
+def delete_orphan_entities(tenant_id: Any, entity_ids: Any) -> int:
+    """Of ``entity_ids``, those no item mentions any more. An entity name can be
+    personal data (a person's name): it must not outlive the last memory that said
+    it. Callers pass the entities their change touched, so the check stays small."""
+    ids = list(entity_ids)
+    if not ids:
+        return 0
+    deleted, _ = Entity.objects.filter(tenant_id=tenant_id, pk__in=ids, mentions__isnull=True).delete()
     return deleted
+
+
+def entities_of(item_ids: Any) -> list[Any]:
+    return list(
+        Mention.objects.filter(item_id__in=list(item_ids)).values_list("entity_id", flat=True).distinct()
+    )
 
 
 def mark_extraction(item_id: Any, *, status: str, error: str) -> None:

@@ -29,7 +29,7 @@ from core.vocabulary import Classification, Kind, RecordKind, Scope
 from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
-from memory.extraction.pipeline import delete_orphan_entities
+from memory.extraction.pipeline import delete_orphan_entities, entities_of
 from memory.holds import active_holds, audit_blocked, held_items_q, held_messages_q, holds_covering_item
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.pii import detect_personal_data
@@ -771,8 +771,9 @@ def memory_forget(*, access: MemoryAccess, item_id: Any) -> None:
             item = _modifiable(access, item_id, lock=True)
             _refuse_if_held(item)
             _history(access, item, MemoryHistory.Event.DELETED, old=item.content).save()
+            touched = entities_of([item.pk])
             item.delete()  # mentions and causal edges go with it (CASCADE)
-            delete_orphan_entities(access.tenant_id)
+            delete_orphan_entities(access.tenant_id, touched)
     except MemoryHeld as exc:
         _audit_held(access, exc, "delete")
         raise
@@ -846,9 +847,10 @@ def memory_purge(
         # purged, it names the first level the item still has.
         MemoryItem.objects.filter(pk__in=elsewhere, scope=scope).update(scope=RawSQL("scopes[1]", []))
         # The total also counts cascaded mentions and causal edges: report items only.
+        touched = entities_of(only_here)
         _, per_model = MemoryItem.objects.filter(pk__in=only_here).delete()
         deleted = per_model.get(MemoryItem._meta.label, 0)
-        delete_orphan_entities(access.tenant_id)
+        delete_orphan_entities(access.tenant_id, touched)
         messages = 0
         if scope == Scope.SESSION:
             msg_q = Q(tenant_id=access.tenant_id, agent_id=access.agent.pk)

@@ -6,6 +6,7 @@ embedded PostgreSQL handle last, so the database shuts down cleanly too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,6 +59,11 @@ class Command(BaseCommand):
                     beat_schedule,
                 ],
                 env=os.environ.copy(),
+                # Its own process group, so a worker that outlives the grace period
+                # (a long task finishing its warm shutdown) is killed with its pool
+                # children instead of leaving them orphaned. Ctrl-C still stops it:
+                # this process forwards SIGTERM below.
+                start_new_session=True,
             ),
             "web": subprocess.Popen(  # noqa: S603
                 [
@@ -104,12 +110,17 @@ class Command(BaseCommand):
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + 20
-            for child in children.values():
+            for name, child in children.items():
                 try:
                     child.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
+                if name == "worker":
+                    # Anything left in the worker's group (a pool child still busy
+                    # after its parent was killed) goes too.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(child.pid, signal.SIGKILL)
             if settings.EMBEDDED_DATABASE:
                 # Children that died by signal left their handle behind; drop them so
                 # this process, exiting last, stops the embedded PostgreSQL.
