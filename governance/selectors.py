@@ -87,10 +87,29 @@ def memory_policy_for(agent: Agent) -> MemoryPolicy:
     fails closed to the defaults' read/write scopes rather than granting more.
     """
     row = AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").values("policy").first()
-    if row is None:
+    return _policy_or_default(agent.pk, row["policy"] if row else None)
+
+
+def memory_policies_for_tenant(tenant: Tenant) -> dict[Any, MemoryPolicy]:
+    """The policy in force for every agent of a tenant, in one query (list pages)."""
+    latest = (
+        AgentPolicyVersion.objects.filter(agent__tenant=tenant)
+        .order_by("agent_id", "-version")
+        .distinct("agent_id")
+        .values_list("agent_id", "policy")
+    )
+    stored = dict(latest)
+    return {
+        agent_id: _policy_or_default(agent_id, stored.get(agent_id))
+        for agent_id in Agent.objects.filter(tenant=tenant).values_list("pk", flat=True)
+    }
+
+
+def _policy_or_default(agent_id: Any, raw: Any) -> MemoryPolicy:
+    if raw is None:
         return DEFAULT_POLICY
     try:
-        return MemoryPolicy.from_json(row["policy"])
+        return MemoryPolicy.from_json(raw)
     except PolicyError:
-        logger.error("agent %s has an invalid stored policy; using the defaults", agent.pk)
+        logger.error("agent %s has an invalid stored policy; using the defaults", agent_id)
         return DEFAULT_POLICY

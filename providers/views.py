@@ -15,7 +15,7 @@ from core.errors import ApiError
 from core.htmx import render_page
 from governance.models import Agent, Role
 from governance.permissions import has_role
-from governance.selectors import memory_policy_for
+from governance.selectors import memory_policies_for_tenant
 from providers import selectors, services
 from providers.credentials import parse_ref
 from providers.forms import CredentialForm, EngineForm
@@ -90,9 +90,10 @@ def engines(request: HttpRequest) -> HttpResponse:
 
 def _agents_refused(tenant: Any, isolation: str) -> list[tuple[str, str]]:
     """Agents whose policy requires more isolation than the engine guarantees."""
+    policies = memory_policies_for_tenant(tenant)
     refused = []
     for agent in Agent.objects.filter(tenant=tenant).order_by("name"):
-        required = memory_policy_for(agent).required_isolation
+        required = policies[agent.pk].required_isolation
         if ISOLATION_ORDER[Isolation(required)] > ISOLATION_ORDER[Isolation(isolation)]:
             refused.append((agent.name, required))
     return refused
