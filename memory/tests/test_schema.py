@@ -7,21 +7,12 @@ import json
 import re
 
 from django.core.management import call_command
-from django.urls import URLPattern, URLResolver, get_resolver
+
+from fedmem_site.tests.test_schema import api_routes
 
 
 def _memory_routes() -> set[str]:
-    found: set[str] = set()
-
-    def walk(patterns, prefix=""):
-        for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, prefix + str(pattern.pattern))
-            elif isinstance(pattern, URLPattern):
-                found.add(prefix + str(pattern.pattern))
-
-    walk(get_resolver().url_patterns)
-    return {route for route in found if route.startswith("v1/memory/")}
+    return {route for route in api_routes() if route.startswith("v1/memory/")}
 
 
 def test_memory_routes_are_documented_without_warnings(db, capsys):
