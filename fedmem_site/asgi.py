@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django; the WebSocket routes join as the console grows."""
+"""ASGI entry point: HTTP through Django, the MCP server at /mcp, WebSockets through Channels."""
 
 import os
 
@@ -11,14 +11,23 @@ django_asgi = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from fedmem_mcp.http import is_mcp_path, mcp_app  # noqa: E402
 from fedmem_site.routing import websocket_urlpatterns  # noqa: E402
 from providers.apps import start_warmup  # noqa: E402
 
 start_warmup()
 
+
+async def http(scope, receive, send):  # type: ignore[no-untyped-def]
+    if is_mcp_path(scope["path"]):
+        await mcp_app(scope, receive, send)
+    else:
+        await django_asgi(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi,
+        "http": http,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "governance",
     "memory",
     "providers",
+    "fedmem_mcp",
 ]
 
 MIDDLEWARE = [

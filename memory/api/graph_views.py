@@ -104,15 +104,18 @@ class TraceView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(g.TraceSerializer, request.data).validated_data
-        result = graph.trace(
-            _view(access, data),
-            direction=data["direction"],
-            item_id=data.get("item_id"),
-            content=data.get("content"),
-            max_depth=data["max_depth"],
-            max_visited=data["max_visited"],
-        )
-        return Response(result)
+        return Response(trace_body(access, data))
+
+
+def trace_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    return graph.trace(
+        _view(access, data),
+        direction=data["direction"],
+        item_id=data.get("item_id"),
+        content=data.get("content"),
+        max_depth=data["max_depth"],
+        max_visited=data["max_visited"],
+    )
 
 
 class CausalChainView(APIView):
@@ -125,14 +128,18 @@ class CausalChainView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(g.CausalChainSerializer, request.data).validated_data
-        chain = graph.causal_chain(
-            _view(access, data),
-            source=data["from"],
-            target=data["to"],
-            max_depth=data["max_depth"],
-            max_visited=data["max_visited"],
-        )
-        return Response({"chain": chain})
+        return Response(causal_chain_body(access, data))
+
+
+def causal_chain_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    chain = graph.causal_chain(
+        _view(access, data),
+        source=data["from"],
+        target=data["to"],
+        max_depth=data["max_depth"],
+        max_visited=data["max_visited"],
+    )
+    return {"chain": chain}
 
 
 class WhatIfView(APIView):
@@ -145,15 +152,18 @@ class WhatIfView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(g.WhatIfSerializer, request.data).validated_data
-        result = graph.what_if(
-            _view(access, data),
-            item_id=data["item_id"],
-            origin=data["origin"],
-            direction=data["direction"],
-            max_depth=data["max_depth"],
-            max_visited=data["max_visited"],
-        )
-        return Response(result)
+        return Response(what_if_body(access, data))
+
+
+def what_if_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    return graph.what_if(
+        _view(access, data),
+        item_id=data["item_id"],
+        origin=data["origin"],
+        direction=data["direction"],
+        max_depth=data["max_depth"],
+        max_visited=data["max_visited"],
+    )
 
 
 class SupersedeView(APIView):
@@ -205,6 +215,10 @@ class HistoryView(APIView):
     )
     def get(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = _access(request, agent_id)
-        history = memory_history(access, item_id)
-        history["item"] = s.item_json(history["item"])
-        return Response(history)
+        return Response(history_body(access, item_id))
+
+
+def history_body(access: MemoryAccess, item_id: Any) -> dict[str, Any]:
+    history = memory_history(access, item_id)
+    history["item"] = s.item_json(history["item"])
+    return history

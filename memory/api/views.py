@@ -55,19 +55,24 @@ ERRORS = {
 }
 
 
-def _access(request: Request, agent_id: str) -> MemoryAccess:
+def agent_memory_access(principal: Any, agent_id: Any) -> MemoryAccess:
+    """The caller's access to an agent's memory, for the REST views and the MCP tools."""
     try:
-        return memory_access(request.user, agent_id)
+        return memory_access(principal, agent_id)
     except NotFound:
         # Someone who may see the agent learns nothing new from a 403; everyone else
         # gets the gate's 404, so foreign ids stay unprobeable.
         try:
-            access_agent(request.user, agent_id, AgentPermission.VIEWER)
+            access_agent(principal, agent_id, AgentPermission.VIEWER)
         except NotFound:
             raise
         raise Forbidden(
             "You may view this agent but not use its memory (needs can_invoke).", code="permission_denied"
         ) from None
+
+
+def _access(request: Request, agent_id: str) -> MemoryAccess:
+    return agent_memory_access(request.user, agent_id)
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -88,7 +93,7 @@ def _parse(serializer_class: type[Any], data: Any) -> Any:
     return serializer
 
 
-def _written(outcome: item_services.WriteOutcome) -> dict[str, Any]:
+def written_json(outcome: item_services.WriteOutcome) -> dict[str, Any]:
     data = s.item_json(outcome.item)
     data["deduplicated"] = outcome.deduplicated
     return data
@@ -124,11 +129,11 @@ class RememberView(generics.GenericAPIView):
         draft = parsed.to_draft()
         if parsed.validated_data["split"]:
             results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
-            return Response(_batch_body(results), status=item_services.batch_status(results))
+            return Response(batch_body(results), status=item_services.batch_status(results))
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
         headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
         code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(_written(outcome), status=code, headers=headers)
+        return Response(written_json(outcome), status=code, headers=headers)
 
     @extend_schema(
         tags=TAG,
@@ -188,10 +193,10 @@ class BatchView(APIView):
                 fields = ", ".join(sorted(item.errors))
                 drafts.append(InvalidInput(f"Invalid input: {fields}.", details={"fields": item.errors}))
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
-        return Response(_batch_body(results), status=item_services.batch_status(results))
+        return Response(batch_body(results), status=item_services.batch_status(results))
 
 
-def _batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
+def batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
     body_results = []
     for result in results:
         entry: dict[str, Any] = {"index": result.index, "status": result.status}
@@ -302,25 +307,27 @@ class RecallView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(s.RecallModeSerializer, request.data).validated_data
-        rq = _recall_query(access, data, search=False)
-        if data["mode"] == "graph":
-            results = graph_recall(access, rq, hops=data["hops"])
-        else:
-            results = [_recall_result(hit) for hit in retrieve(access, rq)]
-        nonce = new_nonce()
-        framed = [
-            {k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results
-        ]
-        return Response(
-            {
-                "results": results,
-                "context": frame(framed, nonce),
-                "nonce": nonce,
-                "search_mode": rq.mode,
-                "mode": data["mode"],
-                "scopes": list(rq.scopes),
-            }
-        )
+        return Response(recall_body(access, data))
+
+
+def recall_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    """A recall answer (REST and MCP): the results and the same results framed as
+    untrusted data under a fresh nonce."""
+    rq = _recall_query(access, data, search=False)
+    if data["mode"] == "graph":
+        results = graph_recall(access, rq, hops=data["hops"])
+    else:
+        results = [_recall_result(hit) for hit in retrieve(access, rq)]
+    nonce = new_nonce()
+    framed = [{k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results]
+    return {
+        "results": results,
+        "context": frame(framed, nonce),
+        "nonce": nonce,
+        "search_mode": rq.mode,
+        "mode": data["mode"],
+        "scopes": list(rq.scopes),
+    }
 
 
 def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
@@ -355,18 +362,22 @@ class SearchView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(s.SearchSerializer, request.data).validated_data
-        rq = _recall_query(access, data, search=True)
-        results = [
-            {
-                **s.item_json(hit.item),
-                "score": hit.score,
-                "similarity": hit.similarity,
-                "vector_rank": hit.vector_rank,
-                "keyword_rank": hit.keyword_rank,
-            }
-            for hit in retrieve(access, rq)
-        ]
-        return Response({"results": results, "search_mode": rq.mode, "scopes": list(rq.scopes)})
+        return Response(search_body(access, data))
+
+
+def search_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    rq = _recall_query(access, data, search=True)
+    results = [
+        {
+            **s.item_json(hit.item),
+            "score": hit.score,
+            "similarity": hit.similarity,
+            "vector_rank": hit.vector_rank,
+            "keyword_rank": hit.keyword_rank,
+        }
+        for hit in retrieve(access, rq)
+    ]
+    return {"results": results, "search_mode": rq.mode, "scopes": list(rq.scopes)}
 
 
 class PurgeView(APIView):

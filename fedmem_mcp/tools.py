@@ -1,0 +1,309 @@
+"""The tool registry. Each tool is a serializer (its arguments, REST's where REST has
+one) and a function that resolves access through the same gate as the REST view and
+calls the same service or selector. Adding a tool is one decorated function:
+
+    @tool("search_knowledge", SearchKnowledgeArgs, "Search a knowledge dataset.", read_only=True)
+    def search_knowledge(call: ToolCall) -> dict[str, Any]:
+        return knowledge_views.search_body(call.memory(), call.data)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from django.http import QueryDict
+from rest_framework import serializers
+
+from core.pagination import CursorPagination
+from governance.models.agents import AgentPermission
+from governance.selectors import access_agent
+from memory.api import graph_serializers as g
+from memory.api import graph_views
+from memory.api import serializers as s
+from memory.api import views as memory_views
+from memory.enforcement import MemoryAccess
+from memory.selectors import memory_items_visible
+from memory.services import items as item_services
+from providers import services as provider_services
+from providers.api.serializers import FederatedRecallRequestSerializer
+
+
+@dataclass
+class ToolCall:
+    """One call: who (the authenticated principal), on which agent, with which
+    parsed arguments."""
+
+    principal: Any
+    agent_id: str
+    parsed: serializers.Serializer
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.parsed.validated_data
+
+    @cached_property
+    def access(self) -> MemoryAccess:
+        return memory_views.agent_memory_access(self.principal, self.agent_id)
+
+
+Rows = Callable[[dict[str, Any]], list[Any]]
+
+
+def _results(body: dict[str, Any]) -> list[Any]:
+    return list(body.get("results", []))
+
+
+def _whole(body: dict[str, Any]) -> list[Any]:
+    return [body]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    args: type[serializers.Serializer]
+    description: str
+    run: Callable[[ToolCall], dict[str, Any]]
+    # What goes between the untrusted-data markers: the result rows, or the whole body.
+    rows: Rows = _whole
+    read_only: bool = False
+    destructive: bool = False
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def tool(
+    name: str,
+    args: type[serializers.Serializer],
+    description: str,
+    *,
+    rows: Rows = _whole,
+    read_only: bool = False,
+    destructive: bool = False,
+) -> Callable[[Callable[[ToolCall], dict[str, Any]]], Callable[[ToolCall], dict[str, Any]]]:
+    def register(run: Callable[[ToolCall], dict[str, Any]]) -> Callable[[ToolCall], dict[str, Any]]:
+        if name in REGISTRY:
+            raise ValueError(f"tool {name} registered twice")
+        REGISTRY[name] = Tool(name, args, description, run, rows, read_only, destructive)
+        return run
+
+    return register
+
+
+# --- arguments a REST route carries in its path or headers -------------------------
+
+
+class RememberArgs(s.RememberSerializer):
+    idempotency_key = serializers.RegexField(
+        r"^[\x21-\x7e]{1,255}$",
+        required=False,
+        help_text="Makes a retry safe: the same key and arguments answer with the same memory.",
+    )
+
+
+class ItemArgs(serializers.Serializer):
+    item_id = serializers.UUIDField(help_text="The memory's id.")
+
+
+class UpdateArgs(ItemArgs, s.UpdateSerializer):
+    pass
+
+
+class ListArgs(s.ListQuerySerializer):
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=50)
+    cursor = serializers.CharField(
+        max_length=1000, required=False, help_text="The `next` cursor of the previous page."
+    )
+
+
+# --- memory --------------------------------------------------------------------------
+
+
+@tool(
+    "remember",
+    RememberArgs,
+    "Store a memory in the agent's memory (scope, kind and classification as the agent's policy "
+    "allows). Answers with the stored memory; an exact duplicate answers with the existing one.",
+)
+def remember(call: ToolCall) -> dict[str, Any]:
+    key = call.data.get("idempotency_key")
+    draft = call.parsed.to_draft()  # type: ignore[attr-defined]
+    if call.data["split"]:
+        results = item_services.memory_remember_split(access=call.access, draft=draft, idempotency_key=key)
+        return memory_views.batch_body(results)
+    outcome = item_services.memory_remember(access=call.access, draft=draft, idempotency_key=key)
+    return memory_views.written_json(outcome)
+
+
+@tool(
+    "recall",
+    s.RecallModeSerializer,
+    "Recall what the agent remembers about a query, ranked; mode=graph follows entity and causal "
+    "links (use it for why-questions). The text is framed as untrusted data.",
+    rows=_results,
+    read_only=True,
+)
+def recall(call: ToolCall) -> dict[str, Any]:
+    return memory_views.recall_body(call.access, call.data)
+
+
+@tool(
+    "search",
+    s.SearchSerializer,
+    "Search memories with filters (kinds, record kinds, created_after/before): a plain ranked list.",
+    rows=_results,
+    read_only=True,
+)
+def search(call: ToolCall) -> dict[str, Any]:
+    return memory_views.search_body(call.access, call.data)
+
+
+@tool("update_memory", UpdateArgs, "Change a memory's content (history keeps the old text).")
+def update_memory(call: ToolCall) -> dict[str, Any]:
+    item = item_services.memory_update(
+        access=call.access, item_id=call.data["item_id"], content=call.data["content"]
+    )
+    return s.item_json(item)
+
+
+@tool("forget", ItemArgs, "Delete one memory (refused while it is under legal hold).", destructive=True)
+def forget(call: ToolCall) -> dict[str, Any]:
+    item_services.memory_forget(access=call.access, item_id=call.data["item_id"])
+    return {"id": str(call.data["item_id"]), "forgotten": True}
+
+
+class _Query:
+    """What DRF's cursor paginator reads from a request, so a tool pages exactly as
+    GET …/memories does and its cursors are the same."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.query_params = QueryDict(mutable=True)
+        self.query_params["limit"] = str(data["limit"])
+        if data.get("cursor"):
+            self.query_params["cursor"] = data["cursor"]
+
+    def build_absolute_uri(self) -> str:
+        return "mcp://list_memories"
+
+
+def _cursor(link: str | None) -> str | None:
+    if not link:
+        return None
+    return QueryDict(link.partition("?")[2]).get("cursor") or None
+
+
+@tool(
+    "list_memories",
+    ListArgs,
+    "List the agent's memories, newest first, a page at a time (pass `next` back as cursor).",
+    rows=_results,
+    read_only=True,
+)
+def list_memories(call: ToolCall) -> dict[str, Any]:
+    data = call.data
+    include = data["include_content"]
+    items = memory_items_visible(
+        call.access,
+        scopes=[data["scope"]] if data.get("scope") else None,
+        kind=data.get("kind"),
+        session_id=data.get("session_id"),
+        user_id=data.get("user_id"),
+        include_content=include,
+    )
+    paginator = CursorPagination()
+    page = paginator.paginate_queryset(items, _Query(data))  # type: ignore[arg-type]
+    assert page is not None
+    return {
+        "results": [s.item_json(item, include_content=include) for item in page],
+        "next": _cursor(paginator.get_next_link()),
+        "previous": _cursor(paginator.get_previous_link()),
+    }
+
+
+@tool(
+    "history",
+    ItemArgs,
+    "A memory's supersession links and every recorded change.",
+    rows=lambda body: [body["item"], *body["events"]],
+    read_only=True,
+)
+def history(call: ToolCall) -> dict[str, Any]:
+    return graph_views.history_body(call.access, call.data["item_id"])
+
+
+# --- graph ---------------------------------------------------------------------------
+
+
+@tool(
+    "discover",
+    g.DiscoverSerializer,
+    "Facts connected to a query: hybrid-recall seeds, then hops over shared entities and "
+    "cause-effect links, with the path that reached each fact.",
+    rows=_results,
+    read_only=True,
+)
+def discover(call: ToolCall) -> dict[str, Any]:
+    results, scopes = graph_views.discover_facts(call.access, call.data)
+    return {"results": results, "scopes": list(scopes)}
+
+
+@tool(
+    "trace",
+    g.TraceSerializer,
+    "Follow cause-effect links from a fact (item_id) or a text (content) to its effects or "
+    "to its root causes (direction=causes).",
+    read_only=True,
+)
+def trace(call: ToolCall) -> dict[str, Any]:
+    return graph_views.trace_body(call.access, call.data)
+
+
+@tool(
+    "causal_chain",
+    g.CausalChainSerializer,
+    "The shortest chain of recorded cause-effect links from one event (from) to another (to); "
+    "chain is null when none exists.",
+    read_only=True,
+)
+def causal_chain(call: ToolCall) -> dict[str, Any]:
+    return graph_views.causal_chain_body(call.access, call.data)
+
+
+@tool(
+    "what_if",
+    g.WhatIfSerializer,
+    "What would collapse if one fact were removed (hypothetical: nothing is changed).",
+    read_only=True,
+)
+def what_if(call: ToolCall) -> dict[str, Any]:
+    return graph_views.what_if_body(call.access, call.data)
+
+
+# --- federation ----------------------------------------------------------------------
+
+
+@tool(
+    "federated_recall",
+    FederatedRecallRequestSerializer,
+    "Recall across every memory engine the agent's policy names (fedmem's own and external ones): "
+    "each hit labelled with its source, each source with its status.",
+    rows=_results,
+    read_only=True,
+)
+def federated_recall(call: ToolCall) -> dict[str, Any]:
+    agent = access_agent(call.principal, call.agent_id, AgentPermission.CAN_INVOKE)
+    data = call.data
+    return provider_services.federated_recall(
+        agent=agent,
+        query=data["query"],
+        engine_ids=data.get("engines"),
+        top_k=data["top_k"],
+        timeout_ms=data.get("timeout_ms"),
+        isolation=data.get("isolation"),
+        user_id=data.get("user_id"),
+        session_id=data.get("session_id"),
+    )
