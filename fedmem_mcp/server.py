@@ -143,10 +143,8 @@ def run_tool(spec: Tool, principal: Any, key: Any, arguments: dict[str, Any]) ->
 
 
 def framed_result(spec: Tool, body: dict[str, Any]) -> types.CallToolResult:
-    if spec.name == "recall":
-        text = body["context"]  # recall frames its own results; nothing to add
-    else:
-        text = frame(spec.rows(body), new_nonce())
+    # recall frames its own results (the same block REST answers with); the rest here.
+    text = body["context"] if spec.name == "recall" else frame(spec.rows(body), new_nonce())
     return types.CallToolResult(
         content=[types.TextContent(text=text)], structured_content=json.loads(json.dumps(body, default=str))
     )
