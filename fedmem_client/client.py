@@ -96,6 +96,32 @@ class _Operations:
     def federated_recall(self, query: str, **fields: Any) -> Any:
         return self._run(Call("POST", self._path("federated/recall"), {"query": query, **_clean(fields)}))
 
+    def history(self, item_id: str) -> Any:
+        return self._run(Call("GET", self._path(f"memories/{item_id}/history")))
+
+    def supersede(self, item_id: str, content: str, *, reason: str = "") -> Any:
+        body = {"content": content, "reason": reason}
+        return self._run(Call("POST", self._path(f"memories/{item_id}/supersede"), body, safe_to_retry=False))
+
+    def discover(self, query: str, **fields: Any) -> Any:
+        return self._run(Call("POST", self._path("discover"), {"query": query, **_clean(fields)}))
+
+    def trace(self, direction: str, **fields: Any) -> Any:
+        """``item_id=`` or ``content=``; direction ``effects`` or ``causes``."""
+        return self._run(Call("POST", self._path("trace"), {"direction": direction, **_clean(fields)}))
+
+    def causal_chain(self, source: str, target: str, **fields: Any) -> Any:
+        body = {"from": source, "to": target, **_clean(fields)}
+        return self._run(Call("POST", self._path("causal_chain"), body))
+
+    def what_if(self, item_id: str, origin: str, **fields: Any) -> Any:
+        body = {"item_id": item_id, "origin": origin, **_clean(fields)}
+        return self._run(Call("POST", self._path("what_if"), body))
+
+    def policy(self) -> Any:
+        """The memory policy in force for this agent (``policy`` holds the rules)."""
+        return self._run(Call("GET", self._path("policy")))
+
 
 def _cursor_of(next_url: str | None) -> str | None:
     if not next_url:

@@ -65,11 +65,11 @@ def test_stdio_remember_recall_and_revocation(world):
 def test_stdio_refuses_to_start_without_a_valid_key(world):
     env = subprocess_env()
     env.pop("FEDMEM_MCP_KEY", None)
-    missing = subprocess.run(  # noqa: S603
+    missing = subprocess.run(
         [sys.executable, "manage.py", "fedmem_mcp"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert missing.returncode != 0 and "FEDMEM_MCP_KEY" in missing.stderr
-    bad = subprocess.run(  # noqa: S603
+    bad = subprocess.run(
         [sys.executable, "manage.py", "fedmem_mcp", "--key", "fm_000000000000_" + "x" * 40],
         cwd=ROOT,
         env=env,
