@@ -48,9 +48,10 @@ def run(url: str, oncall_key: str, database_key: str) -> dict[str, Any]:
         }
         wait_for_extraction(oncall, written["oncall"])
         wait_for_extraction(database, written["database"])
-        # Each agent discovers the other's fact from its own question.
-        seen_by_database = database.discover("what filled the disk on db-1?", scopes=["team"], hops=2)
-        seen_by_oncall = oncall.discover("why did the database crash?", scopes=["team"], hops=2)
+        # Each agent discovers the other's fact from its own question: one seed from
+        # hybrid recall, the rest reached over shared entities and causal links.
+        seen_by_database = database.discover("what filled the disk on db-1?", scopes=["team"], top_k=1)
+        seen_by_oncall = oncall.discover("why did the database crash?", scopes=["team"], top_k=1)
         return {"written": written, "database": seen_by_database, "oncall": seen_by_oncall}
 
 

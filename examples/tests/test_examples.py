@@ -44,7 +44,11 @@ def test_two_agents_discover_each_others_facts(world, live_server, worker_factor
     by_database = {r["id"]: r for r in outcome["database"]["results"]}
     by_oncall = {r["id"]: r for r in outcome["oncall"]["results"]}
     assert oncall_fact in by_database and database_fact in by_oncall
-    assert by_oncall[oncall_fact]["kind"] != "seed" or by_database[database_fact]["kind"] != "seed"
+    for found in (by_database, by_oncall):
+        kinds = sorted(r["kind"] for r in found.values())
+        assert kinds[-1] == "seed" and len(kinds) == 2  # one seed, one fact reached over a link
+        linked = next(r for r in found.values() if r["kind"] != "seed")
+        assert linked["path"] and linked["cross_session"] is False
 
 
 def test_a_private_agent_sees_none_of_the_team(world, live_server):
