@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE_DIRS = ["fedmem_site", "core", "governance", "memory", "providers"]
+CODE_DIRS = ["fedmem_site", "core", "governance", "memory", "providers", "fedmem_mcp"]
 
 
 def variables_read_by_code() -> set[str]:

@@ -10,7 +10,6 @@ effect at once. Nothing but MCP messages may go to stdout: logs go to stderr.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
@@ -20,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mcp.server.stdio import stdio_server
 from rest_framework import exceptions
 
+from core.env import env_str
 from fedmem_mcp.http import _authenticate_raw
 from fedmem_mcp.server import build_server
 
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--key", help=f"An API key (default: ${KEY_ENV}).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        raw = options["key"] or os.environ.get(KEY_ENV, "")
+        raw = options["key"] or env_str("FEDMEM_MCP_KEY") or ""
         if not raw:
             raise CommandError(f"An API key is required: --key fm_… or {KEY_ENV}.")
         try:
