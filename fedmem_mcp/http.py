@@ -20,13 +20,12 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework import exceptions
 
 from core.errors import error_body
-from fedmem_mcp.server import build_server
+from fedmem_mcp.server import build_server, release_connections
 from governance.authentication import BearerKeyAuthentication, resolve_key
 from governance.permissions import AgentPrincipal
 
@@ -38,14 +37,14 @@ def is_mcp_path(path: str) -> bool:
     return path == PATH or path == PATH + "/"
 
 
-def _authenticate_raw(raw: str) -> tuple[Any, Any]:
-    close_old_connections()
+def authenticate_key(raw: str) -> tuple[Any, Any]:
+    release_connections()
     try:
         key = resolve_key(raw)
         principal = AgentPrincipal(key.agent, key) if key.agent_id else key.user
         return principal, key
     finally:
-        close_old_connections()
+        release_connections()
 
 
 async def _caller_of(ctx: Any) -> tuple[Any, Any]:
@@ -152,7 +151,7 @@ class McpApp:
             await _send_json(send, 401, body, challenge)
             return
         try:
-            caller = await sync_to_async(_authenticate_raw, thread_sensitive=True)(raw)
+            caller = await sync_to_async(authenticate_key, thread_sensitive=True)(raw)
         except exceptions.AuthenticationFailed as exc:
             await _send_json(send, 401, error_body("authentication_failed", str(exc.detail)), challenge)
             return

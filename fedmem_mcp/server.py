@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import mcp_types as types
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from mcp.server.lowlevel.server import Server
 from rest_framework import exceptions
 
@@ -45,6 +45,13 @@ AGENT_ID = {
 # (principal, api_key) of the caller of one tool call; raises ApiError / DRF's
 # AuthenticationFailed when the credential is not (or no longer) valid.
 Authenticate = Callable[[Any], Awaitable[tuple[Any, Any]]]
+
+
+def release_connections() -> None:
+    """Django's per-request connection hygiene (CONN_MAX_AGE, health checks), as the
+    request_started/finished signals do for views; never inside a caller's transaction."""
+    if not connection.in_atomic_block:
+        close_old_connections()
 
 
 class ToolError(Exception):
@@ -117,7 +124,7 @@ def _throttle(principal: Any, key: Any) -> None:
 
 def run_tool(spec: Tool, principal: Any, key: Any, arguments: dict[str, Any]) -> dict[str, Any]:
     """Synchronous part of a call: everything that touches the database."""
-    close_old_connections()
+    release_connections()
     try:
         _throttle(principal, key)
         fields = _schema_errors(spec, arguments)
@@ -139,7 +146,7 @@ def run_tool(spec: Tool, principal: Any, key: Any, arguments: dict[str, Any]) ->
     except exceptions.APIException as exc:
         raise ToolError(_drf_code(exc), str(exc.detail)) from exc
     finally:
-        close_old_connections()
+        release_connections()
 
 
 def framed_result(spec: Tool, body: dict[str, Any]) -> types.CallToolResult:

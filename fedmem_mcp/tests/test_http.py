@@ -99,6 +99,12 @@ def test_lists_every_tool_with_a_closed_schema(agent_mcp):
 def test_remember_recall_search_update_history_forget(world, agent_mcp):
     stored = ok(agent_mcp.call("remember", content="The staging database runs PostgreSQL 17", scope="agent"))
     item_id = stored["id"]
+    retried = [
+        ok(agent_mcp.call("remember", content="Backups run at 02:00", scope="agent", idempotency_key="k-1"))
+        for _ in range(2)
+    ]
+    assert retried[0]["id"] == retried[1]["id"]
+    assert MemoryItem.objects.filter(content="Backups run at 02:00").count() == 1
     assert MemoryItem.objects.get(pk=item_id).content == "The staging database runs PostgreSQL 17"
 
     recalled = agent_mcp.call("recall", query="which PostgreSQL does staging run?", scopes=["agent"])
@@ -220,6 +226,10 @@ def test_anonymous_and_bad_keys_get_401_before_any_mcp(world, asgi_server):
         asgi_server.url + "/mcp", json=message, headers={**headers, "Host": "evil.example"}
     )
     assert foreign_host.status_code == 400
+    other_site = httpx.post(
+        asgi_server.url + "/mcp", json=message, headers={**headers, "Origin": "https://evil.example"}
+    )
+    assert other_site.status_code == 403
 
 
 @pytest.fixture

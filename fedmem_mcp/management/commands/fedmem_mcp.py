@@ -20,7 +20,7 @@ from mcp.server.stdio import stdio_server
 from rest_framework import exceptions
 
 from core.env import env_str
-from fedmem_mcp.http import _authenticate_raw
+from fedmem_mcp.http import authenticate_key
 from fedmem_mcp.server import build_server
 
 KEY_ENV = "FEDMEM_MCP_KEY"
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         if not raw:
             raise CommandError(f"An API key is required: --key fm_… or {KEY_ENV}.")
         try:
-            _authenticate_raw(raw)
+            authenticate_key(raw)
         except exceptions.AuthenticationFailed as exc:
             raise CommandError(str(exc.detail)) from exc
         # stdout carries the protocol: every log line goes to stderr.
@@ -46,7 +46,7 @@ class Command(BaseCommand):
                 handler.setStream(sys.stderr)  # type: ignore[attr-defined]
 
         async def caller(ctx: Any) -> tuple[Any, Any]:
-            return await sync_to_async(_authenticate_raw, thread_sensitive=True)(raw)
+            return await sync_to_async(authenticate_key, thread_sensitive=True)(raw)
 
         server = build_server(caller)
 
