@@ -113,7 +113,7 @@ def test_remember_recall_search_update_history_forget(world, agent_mcp):
     nonce, rows = framed(recalled)
     assert nonce == body["nonce"] and rows[0]["content"] == "The staging database runs PostgreSQL 17"
 
-    found = ok(agent_mcp.call("search", query="PostgreSQL", scopes=["agent"]))
+    found = ok(agent_mcp.call("search", query="PostgreSQL", scopes=["agent"], search_mode="keyword"))
     assert [hit["id"] for hit in found["results"]] == [item_id]
 
     updated = agent_mcp.call(
