@@ -265,3 +265,25 @@ def test_federated_recall_through_the_builtin_engine(world, agent_mcp):
     assert "Frankfurt" in body["results"][0]["text"]
     assert body["results"][0]["matches"][0]["provider_id"] == "builtin"
     assert "Frankfurt" in framed(result)[1][0]["text"]
+
+
+def test_the_sdks_high_level_client_negotiates_and_calls(world, asgi_server):
+    """mcp.Client probes server/discover (the stateless protocol era) before falling
+    back to the handshake; either way the caller is the key's agent."""
+    from mcp import Client
+
+    headers = {"Authorization": f"Bearer {f.agent_key(world.agent)}"}
+
+    async def scenario():
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(asgi_server.url + "/mcp", http_client=http)) as client,
+        ):
+            tools = await client.list_tools()
+            stored = await client.call_tool("remember", {"content": "Standup is at 09:30", "scope": "agent"})
+            return tools, stored
+
+    tools, stored = asyncio.run(scenario())
+    assert {tool.name for tool in tools.tools} == TOOLS
+    assert not stored.is_error
+    assert MemoryItem.objects.get().agent_id == world.agent.pk
