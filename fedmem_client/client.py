@@ -118,6 +118,17 @@ class _Operations:
         body = {"item_id": item_id, "origin": origin, **_clean(fields)}
         return self._run(Call("POST", self._path("what_if"), body))
 
+    def append_message(self, session_id: str, role: str, content: str, **fields: Any) -> Any:
+        """Session memory: one message of a conversation (builtin engine only)."""
+        body = {"role": role, "content": content, **_clean(fields)}
+        return self._run(
+            Call("POST", self._path(f"sessions/{session_id}/messages"), body, safe_to_retry=False)
+        )
+
+    def session_page(self, session_id: str, *, cursor: str | None = None, limit: int = 50) -> Any:
+        params = _clean({"cursor": cursor, "limit": limit})
+        return self._run(Call("GET", self._path(f"sessions/{session_id}/messages"), params=params))
+
     def policy(self) -> Any:
         """The memory policy in force for this agent (``policy`` holds the rules)."""
         return self._run(Call("GET", self._path("policy")))
@@ -179,6 +190,16 @@ class AgentMemory(_Operations):
         cursor = None
         while True:
             page = self.list_page(cursor=cursor, limit=limit, **filters)
+            yield from page["results"]
+            cursor = _cursor_of(page.get("next"))
+            if cursor is None:
+                return
+
+    def iter_session(self, session_id: str, *, limit: int = 50) -> Iterator[dict[str, Any]]:
+        """A session's messages, oldest first, every page."""
+        cursor = None
+        while True:
+            page = self.session_page(session_id, cursor=cursor, limit=limit)
             yield from page["results"]
             cursor = _cursor_of(page.get("next"))
             if cursor is None:

@@ -90,3 +90,19 @@ def test_async_client(world, live_server):
 
     item, rows = asyncio.run(scenario())
     assert [r["id"] for r in rows] == [item["id"]]
+
+
+def test_graph_routes_sessions_and_policy(memory):
+    first = memory.remember("Verbose debug logging filled the disk on db-1", scope="agent")
+    newer = memory.supersede(first["id"], "Verbose debug logging filled the disk on db-2", reason="typo")
+    assert newer["old"]["id"] == first["id"] and newer["new"]["content"].endswith("db-2")
+    assert [link["item_id"] for link in memory.history(first["id"])["superseded_by"]] == [newer["new"]["id"]]
+    assert memory.discover("disk on db-2", scopes=["agent"])["results"][0]["id"] == newer["new"]["id"]
+    assert memory.trace("effects", content="debug logging")["direction"] == "effects"
+    assert memory.causal_chain("debug logging", "a full disk")["chain"] is None
+    assert memory.policy()["policy"]["default_scope"] == "user"
+    for n in range(3):
+        memory.append_message("chat-1", "user", f"message {n}")
+    assert [m["content"] for m in memory.iter_session("chat-1", limit=2)] == [
+        f"message {n}" for n in range(3)
+    ]
