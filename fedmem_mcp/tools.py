@@ -4,13 +4,13 @@ calls the same service or selector. Adding a tool is one decorated function:
 
     @tool("search_knowledge", SearchKnowledgeArgs, "Search a knowledge dataset.", read_only=True)
     def search_knowledge(call: ToolCall) -> dict[str, Any]:
-        return knowledge_views.search_body(call.memory(), call.data)
+        return knowledge_views.search_body(call.access, call.data)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -70,7 +70,6 @@ class Tool:
     rows: Rows = _whole
     read_only: bool = False
     destructive: bool = False
-    annotations: dict[str, Any] = field(default_factory=dict)
 
 
 REGISTRY: dict[str, Tool] = {}
