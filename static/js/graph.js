@@ -18,9 +18,9 @@
     container: box,
     wheelSensitivity: 0.3,
     style: [
-      { selector: "node", style: { label: "data(label)", "font-size": 9, "text-wrap": "wrap", "text-max-width": 120, "text-valign": "bottom", "text-margin-y": 3, color: "#1d2330" } },
-      { selector: 'node[type = "item"]', style: { shape: "round-rectangle", "background-color": "#2f5bd3", width: 22, height: 16 } },
-      { selector: 'node[type = "entity"]', style: { shape: "ellipse", "background-color": "#0f8a6a", width: 14, height: 14, "font-style": "italic" } },
+      { selector: "node", style: { label: "data(label)", "font-size": 10, "text-wrap": "wrap", "text-max-width": 140, "text-valign": "bottom", "text-margin-y": 3, color: "#1d2330" } },
+      { selector: 'node[type = "item"]', style: { shape: "round-rectangle", "background-color": "#2f5bd3", width: 28, height: 20 } },
+      { selector: 'node[type = "entity"]', style: { shape: "ellipse", "background-color": "#0f8a6a", width: 16, height: 16, "font-style": "italic" } },
       { selector: "node[?focus]", style: { "border-width": 3, "border-color": "#f59e0b" } },
       { selector: "edge", style: { width: 1.5, "curve-style": "bezier", "font-size": 8, color: "#5b6472" } },
       { selector: 'edge[type = "mention"]', style: { "line-style": "dashed", "line-color": "#9aa3b0" } },
@@ -74,6 +74,10 @@
       slider.disabled = false;
       // Start a moment before the first fact so the left end shows an empty past.
       if (range.start >= range.end) range.start = range.end - 1000;
+      // The slider's ends as instants, for assistive text and tests.
+      slider.dataset.start = new Date(range.start - 1000).toISOString();
+      slider.dataset.end = new Date(range.end).toISOString();
+      slider.setAttribute("aria-valuetext", sliderOut.textContent);
     }
   }
 
@@ -88,6 +92,7 @@
     var at = t === null ? Date.now() : t;
     sliderOut.textContent = t === null ? "now" : new Date(t).toISOString().replace("T", " ").slice(0, 19) + " UTC";
     box.dataset.asOf = t === null ? "" : new Date(t).toISOString();
+    slider.setAttribute("aria-valuetext", sliderOut.textContent);
     cy.batch(function () {
       cy.nodes('[type = "item"]').forEach(function (n) {
         var from = Date.parse(n.data("valid_from"));
