@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import health
 from governance import urls as governance_console
+from memory import urls as memory_console
 from providers import urls as providers_console
 
 api_patterns = [
@@ -21,7 +22,19 @@ urlpatterns = [
     path("v1/", include((api_patterns, "api"))),
     path("admin/", admin.site.urls),
     # One console namespace; each app contributes its pages.
-    path("", include(([*governance_console.urlpatterns, *providers_console.urlpatterns], "console"))),
+    path(
+        "",
+        include(
+            (
+                [
+                    *governance_console.urlpatterns,
+                    *memory_console.urlpatterns,
+                    *providers_console.urlpatterns,
+                ],
+                "console",
+            )
+        ),
+    ),
 ]
 
 handler400 = "core.errors.handler400"

@@ -11,8 +11,8 @@ from governance.permissions import roles_in
 # (label, url name or None while the area is not built yet, roles that see it; empty = everyone)
 NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
     ("Dashboard", "console:dashboard", frozenset()),
-    ("Memories", None, frozenset()),
-    ("Graph", None, frozenset()),
+    ("Memories", "console:memories", frozenset()),
+    ("Graph", "console:graph", frozenset()),
     ("Candidates", None, frozenset()),
     ("Holds & erasure", None, frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"})),
     ("Engines", "console:engines", frozenset()),

@@ -333,13 +333,14 @@ def engine_health(
     tenant: Tenant,
     trace_parent: str | None = None,
     resolver: Resolver | None = None,
+    timeout_seconds: float | None = None,
 ) -> HealthReport:
     adapter = adapter_for(engine, tenant, resolver=resolver)
     ctx = operation_context(
         tenant=tenant,
         operation="get_health",
         trace_parent=trace_parent,
-        timeout_seconds=engine.timeout_seconds,
+        timeout_seconds=min(engine.timeout_seconds, timeout_seconds or engine.timeout_seconds),
     )
     try:
         return adapter.perform("get_health", ctx)
@@ -537,3 +538,55 @@ def federated_recall(
         top_k=top_k,
         timeout_ms=timeout_ms or settings.FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS,
     )
+
+
+HEALTH_CACHE_SECONDS = 30
+
+
+def engines_health_overview(
+    *, engines: Sequence[EngineInstance], tenant: Tenant, timeout_seconds: float = 2.0
+) -> dict[str, dict[str, Any]]:
+    """Health of several engines for an overview page: asked in parallel, each with
+    at most ``timeout_seconds``, and cached per tenant for HEALTH_CACHE_SECONDS so a
+    page reload never waits on an engine twice in a row.
+
+    Adapters (and their credential references) are built here, in the caller's
+    thread and database connection; the worker threads only make the calls.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.core.cache import cache
+
+    out: dict[str, dict[str, Any]] = {}
+    todo: list[tuple[EngineInstance, Any, OperationContext]] = []
+    for engine in engines:
+        cached = cache.get(f"fedmem:health:{tenant.pk}:{engine.id}")
+        if cached is not None:
+            out[engine.id] = {**cached, "cached": True}
+            continue
+        ctx = operation_context(
+            tenant=tenant,
+            operation="get_health",
+            timeout_seconds=min(engine.timeout_seconds, timeout_seconds),
+        )
+        todo.append((engine, adapter_for(engine, tenant), ctx))
+
+    def ask(job: tuple[EngineInstance, Any, OperationContext]) -> dict[str, Any]:
+        _engine, adapter, ctx = job
+        try:
+            return dict(adapter.perform("get_health", ctx).to_dict())
+        except CapabilityUnsupported:
+            return {
+                "status": "unknown",
+                "error": "The engine announces no health check.",
+                "code": "unsupported",
+            }
+        except AdapterError as exc:
+            return {"status": "unavailable", "error": exc.message, "code": exc.reason or "error"}
+
+    if todo:
+        with ThreadPoolExecutor(max_workers=min(8, len(todo)), thread_name_prefix="fedmem-health") as pool:
+            for (engine, _, _), report in zip(todo, pool.map(ask, todo), strict=True):
+                cache.set(f"fedmem:health:{tenant.pk}:{engine.id}", report, HEALTH_CACHE_SECONDS)
+                out[engine.id] = report
+    return out

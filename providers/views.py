@@ -190,3 +190,23 @@ def engine_remove(request: HttpRequest, engine_id: str) -> HttpResponse:
         return HttpResponse(status=403)
     services.engine_delete(actor=request.user, engine=engine)
     return redirect("console:engines")
+
+
+@login_required
+def dashboard_engines(request: HttpRequest) -> HttpResponse:
+    """The dashboard's engine panel: every engine the tenant may use, with a short,
+    cached health check for the roles that may run one (loaded after the page)."""
+    tenant = _tenant(request)
+    rows = list(selectors.engines_for(request.user, tenant).order_by("id"))
+    can_health = has_role(request.user, tenant, HEALTH_ROLES)
+    health = services.engines_health_overview(engines=rows, tenant=tenant) if can_health else {}
+    context = {
+        "engines": [{"engine": e, "report": health.get(e.id)} for e in rows],
+        "can_health": can_health,
+    }
+    return render_page(
+        request,
+        "providers/partials/dashboard_engines.html",
+        "providers/partials/dashboard_engines.html",
+        context,
+    )

@@ -118,8 +118,10 @@ def keyword_query(text: str, *, require_all: bool) -> ParsedQuery | None:
     return ParsedQuery(text, ALL_WORDS if require_all else ANY_WORD)
 
 
-def _filters(access: MemoryAccess, rq: RecallQuery) -> Q:
-    q = visible_q(access, rq.scopes, rq.keys, at=rq.as_of, include_superseded=rq.include_superseded)
+def _filters(access: MemoryAccess, rq: RecallQuery, visible: Q | None = None) -> Q:
+    if visible is None:
+        visible = visible_q(access, rq.scopes, rq.keys, at=rq.as_of, include_superseded=rq.include_superseded)
+    q = visible
     if rq.kinds:
         q &= Q(kind__in=list(rq.kinds))
     if rq.record_kinds:
@@ -171,10 +173,13 @@ def _vector_literal(vector: Any) -> str:
     return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
-def retrieve(access: MemoryAccess, rq: RecallQuery) -> list[Hit]:
+def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None) -> list[Hit]:
+    """Rank what ``access`` may read. ``visible`` replaces that condition when the
+    caller built it from :mod:`memory.enforcement` itself (the console's union of
+    every agent a user may view); scopes and keys of ``rq`` are then unused."""
     if rq.mode not in MODES:
         raise ValueError(f"unknown search mode {rq.mode!r}")
-    base = MemoryItem.objects.filter(_filters(access, rq))
+    base = MemoryItem.objects.filter(_filters(access, rq, visible))
     candidates = settings.FEDMEM_RETRIEVAL_CANDIDATES
     reranker = get_reranker()
     # The reranker needs a deeper head than the answer to reorder.
