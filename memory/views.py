@@ -100,9 +100,10 @@ def memory_trace(request: HttpRequest, item_id: str) -> HttpResponse:
     status, result = 200, None
     if form.is_valid():
         data = form.cleaned_data
-        view = reader.view(
-            at=data["as_of"], include_superseded=data["as_of"] is None and item.invalid_at is not None
-        )
+        # A retired fact traced "now" walks among retired facts too (else it has no chain);
+        # with as_of, exactly what was current then.
+        retired_now = data["as_of"] is None and item.invalid_at is not None
+        view = reader.view(at=data["as_of"], include_superseded=retired_now)
         try:
             result = graph.trace(
                 view,

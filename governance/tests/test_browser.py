@@ -29,6 +29,8 @@ def test_log_in_and_out(page, world):
     assert page.get_by_role("alert").is_visible()
     log_in(page, "owner")
     assert page.get_by_role("heading", name="Dashboard · Acme").is_visible()
+    page.locator("#dashboard-memory").wait_for()  # panels load after the page
+    page.locator("#dashboard-engines").wait_for()
     screenshot(page, "dashboard")
     page.get_by_role("button", name="Log out").click()
     page.wait_for_url(re.compile(r"/login/"))

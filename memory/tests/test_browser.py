@@ -111,6 +111,13 @@ def test_graph_expand_a_node_and_move_the_as_of_slider(page, world, story):
     page.keyboard.press("End")
     page.wait_for_function(f"() => window.fedmemGraph.getElementById('{old}').hasClass('stale')")
     assert page.locator("#as-of-value").inner_text() == "now"
+    # Keyboard: the node list offers every node as a button that expands it.
+    page.get_by_text("Nodes (keyboard").click()
+    page.get_by_role("button", name="Entity: lost revenue").focus()
+    page.keyboard.press("Enter")
+    page.locator("#graph-selection").get_by_role("heading", name="Entity").wait_for()
+    assert page.locator("#graph-selection p").first.inner_text().startswith("lost revenue")
+    assert page.evaluate("() => window.fedmemGraph.$(':selected').data('label')") == "lost revenue"
 
 
 def test_open_a_causal_trace(page, world, story):

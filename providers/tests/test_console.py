@@ -123,3 +123,18 @@ def test_anonymous_is_sent_to_login(client, world, engines):
         ).status_code
         == 302
     )
+
+
+def test_dashboard_engine_panel_checks_quickly_and_caches(client, world, engines, local_server):
+    slow = custom_engine(delay=3.0, server=local_server())
+    # The engine would answer within its own 10 s; the dashboard allows 2 s.
+    declare("slow-custom", slow.url, timeout_seconds=10.0)
+    assert client.get("/dashboard/engines/").status_code == 302  # anonymous: to the login page
+    client.force_login(world.owner)
+    panel = client.get("/dashboard/engines/", **HX).content.decode()
+    assert "builtin" in panel and "shared-custom" in panel and "globex-custom" not in panel
+    assert "credential_missing" in panel  # tenant_key engine without the tenant's credential
+    slow_row = panel[panel.index("slow-custom") :].split("</tr>")[0]
+    assert "unavailable" in slow_row and "(cached)" not in slow_row
+    again = client.get("/dashboard/engines/", **HX).content.decode()
+    assert "(cached)" in again[again.index("slow-custom") :].split("</tr>")[0]

@@ -58,6 +58,7 @@
     widen(data.time_range);
     cy.layout({ name: "cose", animate: false, randomize: false, nodeDimensionsIncludeLabels: true }).run();
     applyTime();
+    listNodes();
     var facts = cy.nodes('[type = "item"]').length, ents = cy.nodes('[type = "entity"]').length;
     say(facts + " facts, " + ents + " entities, " + cy.edges().length + " links. Click a node to expand it.");
   }
@@ -135,14 +136,32 @@
     }
   }
 
-  cy.on("tap", "node", function (evt) {
-    var node = evt.target;
+  function expand(node) {
     describe(node);
     if (expanded[node.id()]) return;
     expanded[node.id()] = true;
     var d = node.data();
     load(d.type === "item" ? { item: d.item_id } : { entity: d.entity_id });
-  });
+  }
+
+  cy.on("tap", "node", function (evt) { expand(evt.target); });
+
+  // The same nodes as buttons, for keyboards and screen readers.
+  var list = document.getElementById("graph-nodes");
+  function listNodes() {
+    if (!list) return;
+    list.textContent = "";
+    cy.nodes().forEach(function (n) {
+      var li = document.createElement("li");
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "link";
+      b.textContent = (n.data("type") === "item" ? "Fact: " : "Entity: ") + n.data("label");
+      b.addEventListener("click", function () { cy.$(":selected").unselect(); n.select(); expand(n); });
+      li.appendChild(b);
+      list.appendChild(li);
+    });
+  }
 
   var start = box.dataset.item ? { item: box.dataset.item }
     : box.dataset.entity ? { entity: box.dataset.entity }
