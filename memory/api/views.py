@@ -105,9 +105,15 @@ class RememberView(generics.GenericAPIView):
         request=s.RememberSerializer,
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
+            202: OpenApiResponse(
+                s.RoutedWriteSerializer,
+                description="The agent's policy sends memory to Mem0 (engine mem0 or hybrid) and Mem0 "
+                "queued the write: `engine.status` is queued with Mem0's `event_id`, never settled.",
+            ),
             201: OpenApiResponse(
                 s.WrittenItemSerializer,
-                description="Stored. With split=true the body has the batch shape (created, deduplicated, "
+                description="Stored (or, under a mem0/hybrid policy, settled by Mem0: the body is then "
+                "`{engine: ...}`). With split=true the body has the batch shape (created, deduplicated, "
                 "failed, results: one per sentence).",
             ),
             200: OpenApiResponse(
@@ -122,6 +128,13 @@ class RememberView(generics.GenericAPIView):
         key = _idempotency_key(request)
         parsed = _parse(s.RememberSerializer, request.data)
         draft = parsed.to_draft()
+        if not parsed.validated_data["split"]:
+            routed = item_services.memory_remember_routed(
+                access=access, draft=draft, trace_parent=request.headers.get("traceparent")
+            )
+            if routed is not None:
+                code = status.HTTP_202_ACCEPTED if routed["status"] == "queued" else status.HTTP_201_CREATED
+                return Response({"engine": routed}, status=code)
         if parsed.validated_data["split"]:
             results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
             return Response(_batch_body(results), status=item_services.batch_status(results))
@@ -303,6 +316,13 @@ class RecallView(APIView):
         access = _access(request, agent_id)
         data = _parse(s.RecallModeSerializer, request.data).validated_data
         rq = _recall_query(access, data, search=False)
+        if data["mode"] == "hybrid":
+            from memory import engines
+
+            plan = engines.plan_for(access.agent)
+            router = engines.router()
+            if plan.federated_recall and router is not None:
+                return Response(_routed_recall(request, access, plan, router, data, rq))
         if data["mode"] == "graph":
             results = graph_recall(access, rq, hops=data["hops"])
         else:
@@ -321,6 +341,54 @@ class RecallView(APIView):
                 "scopes": list(rq.scopes),
             }
         )
+
+
+def _routed_recall(
+    request: Request, access: MemoryAccess, plan: Any, router: Any, data: Any, rq: RecallQuery
+) -> dict[str, Any]:
+    """A mem0 / cognee / hybrid policy: builtin and the policy's engines, merged by
+    content with every source's match kept (see providers.routing)."""
+    merged = router.recall(
+        access,
+        plan,
+        query=rq.query,
+        top_k=rq.top_k,
+        user_id=rq.keys.user_id,
+        session_id=rq.keys.session_id,
+        trace_parent=request.headers.get("traceparent"),
+    )
+    results = []
+    for group in merged["results"]:
+        own = next((m for m in group["matches"] if m["engine_id"] == "builtin"), None)
+        first = own or group["matches"][0]
+        results.append(
+            {
+                "id": first["external_id"],
+                "content": group["text"],
+                "score": group["rrf_score"],
+                "kind": group["kind"],
+                "kinds": group["kinds"],
+                "scope": (own or {}).get("metadata", {}).get("scope", ""),
+                "created_at": first["created_at"],
+                "engines": list(dict.fromkeys(m["engine_id"] for m in group["matches"])),
+                "matches": group["matches"],
+                "conflict": group["conflict"],
+                "trust": "untrusted",
+            }
+        )
+    nonce = new_nonce()
+    framed = [{k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results]
+    return {
+        "results": results,
+        "context": frame(framed, nonce),
+        "nonce": nonce,
+        "search_mode": "federated",
+        "mode": data["mode"],
+        "scopes": list(rq.scopes),
+        "engine": plan.engine,
+        "status": merged["status"],
+        "sources": merged["sources"],
+    }
 
 
 def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
