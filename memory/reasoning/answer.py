@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from governance.selectors import as_uuid
 from memory.models import CausalEdge, Mention
 from memory.reasoning import graph
 from memory.reasoning.synthesis import Answer, Context, Fact, Link, Synthesizer
@@ -71,7 +72,8 @@ def answer_from(
 ) -> tuple[Answer, list[dict[str, Any]], list[str]]:
     """``facts`` are {id, content} dicts, best first. Returns the answer, the chain
     and the entities it was given."""
-    ids = [f["id"] for f in facts]
+    # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
+    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
     chain = chain_among(tenant_id, ids)
     entities = entities_among(tenant_id, ids)
     context = Context(
