@@ -24,6 +24,7 @@ from memory.retrieval.hybrid import retrieve
 from memory.services import knowledge as k
 
 TAG = ["memory knowledge"]
+ANSWER_MODES = ["recall", "discover"]
 
 
 def _trace_parent(request: Request) -> str | None:
@@ -36,7 +37,7 @@ def _trace_parent(request: Request) -> str | None:
 class AnswerSerializer(serializers.Serializer):
     query = Text(max_length=MAX_QUERY_CHARS)
     mode = serializers.ChoiceField(
-        choices=["recall", "discover"],
+        choices=ANSWER_MODES,
         default="discover",
         help_text="recall: hybrid recall only; discover: seeds expanded over entities and causal links.",
     )
