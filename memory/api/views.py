@@ -136,6 +136,13 @@ class RememberView(generics.GenericAPIView):
                 code = status.HTTP_202_ACCEPTED if routed["status"] == "queued" else status.HTTP_201_CREATED
                 return Response({"engine": routed}, status=code)
         if parsed.validated_data["split"]:
+            routed_batch = item_services.memory_remember_batch_routed(
+                access=access,
+                drafts=list(item_services.split_drafts(draft)),
+                trace_parent=request.headers.get("traceparent"),
+            )
+            if routed_batch is not None:
+                return _routed_batch_response(routed_batch)
             results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
             return Response(_batch_body(results), status=item_services.batch_status(results))
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
@@ -200,8 +207,44 @@ class BatchView(APIView):
             else:
                 fields = ", ".join(sorted(item.errors))
                 drafts.append(InvalidInput(f"Invalid input: {fields}.", details={"fields": item.errors}))
+        routed = item_services.memory_remember_batch_routed(
+            access=access, drafts=drafts, trace_parent=request.headers.get("traceparent")
+        )
+        if routed is not None:
+            return _routed_batch_response(routed)
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
         return Response(_batch_body(results), status=item_services.batch_status(results))
+
+
+def _routed_batch_response(results: list[item_services.RoutedResult]) -> Response:
+    """Under a mem0 / hybrid policy: Mem0's answer per write (queued is never settled)."""
+    entries = []
+    for result in results:
+        entry: dict[str, Any] = {"index": result.index, "status": result.status}
+        if result.error is not None:
+            entry["error"] = {
+                "code": result.error.code,
+                "message": result.error.message,
+                "details": result.error.details,
+            }
+        elif result.engine is not None:
+            entry["engine"] = result.engine
+        else:
+            assert result.outcome is not None
+            entry["item"] = s.item_json(result.outcome.item)
+        entries.append(entry)
+    counts = {
+        name: sum(1 for r in results if r.status == name)
+        for name in ("created", "deduplicated", "queued", "settled")
+    }
+    body = {**counts, "failed": sum(1 for r in results if r.status == "error"), "results": entries}
+    if counts["queued"]:
+        code = status.HTTP_202_ACCEPTED
+    elif counts["created"] or counts["settled"]:
+        code = status.HTTP_201_CREATED
+    else:
+        code = status.HTTP_200_OK
+    return Response(body, status=code)
 
 
 def _batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:

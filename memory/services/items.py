@@ -627,6 +627,12 @@ def memory_remember_split(
 ) -> list[BatchResult]:
     """Store a paragraph as one fact per sentence: each sentence is its own item, all
     with the same provenance and a ``metadata.split`` naming the paragraph and position."""
+    drafts: list[MemoryDraft | ApiError] = list(split_drafts(draft))
+    return memory_remember_batch(access=access, drafts=drafts, idempotency_key=idempotency_key, via="split")
+
+
+def split_drafts(draft: MemoryDraft) -> list[MemoryDraft]:
+    """One draft per sentence of ``draft``, linked by ``metadata.split``."""
     from dataclasses import replace
 
     from memory.extraction.nlp import split_sentences
@@ -634,7 +640,7 @@ def memory_remember_split(
     text = _checked_content(draft.content)
     sentences = split_sentences(text)[:MAX_BATCH] or [text]
     paragraph = content_hash(text)
-    drafts: list[MemoryDraft | ApiError] = [
+    return [
         replace(
             draft,
             content=sentence,
@@ -642,7 +648,6 @@ def memory_remember_split(
         )
         for i, sentence in enumerate(sentences)
     ]
-    return memory_remember_batch(access=access, drafts=drafts, idempotency_key=idempotency_key, via="split")
 
 
 def batch_status(results: list[BatchResult]) -> int:
@@ -925,3 +930,53 @@ def memory_remember_routed(
         access, personal_data=finding.personal_data or draft.personal_data, types=finding.types
     )
     return router.remember(access, plan, draft, trace_parent=trace_parent)
+
+
+@dataclass
+class RoutedResult:
+    """One write of a batch under a policy that sends memory elsewhere: handed to the
+    engine (``engine``), kept builtin (session memory: ``outcome``) or refused."""
+
+    index: int
+    engine: dict[str, Any] | None = None
+    outcome: WriteOutcome | None = None
+    error: ApiError | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "error"
+        if self.engine is not None:
+            return str(self.engine["status"])
+        assert self.outcome is not None
+        return "deduplicated" if self.outcome.deduplicated else "created"
+
+
+def memory_remember_batch_routed(
+    *, access: MemoryAccess, drafts: list[MemoryDraft | ApiError], trace_parent: str | None = None
+) -> list[RoutedResult] | None:
+    """A batch (or a split paragraph) under a mem0 / hybrid policy: each write goes to
+    Mem0 in order, session memory stays builtin, each gets its own result. None: the
+    policy keeps memory builtin (use memory_remember_batch)."""
+    from memory import engines
+
+    if engines.plan_for(access.agent).memory_engine is None or engines.router() is None:
+        return None
+    if not 1 <= len(drafts) <= MAX_BATCH:
+        raise _field_error("items", f"Send between 1 and {MAX_BATCH} items.")
+    results: list[RoutedResult] = []
+    for index, draft in enumerate(drafts):
+        if isinstance(draft, ApiError):
+            results.append(RoutedResult(index, error=draft))
+            continue
+        try:
+            routed = memory_remember_routed(access=access, draft=draft, trace_parent=trace_parent)
+            if routed is None:
+                results.append(
+                    RoutedResult(index, outcome=memory_remember(access=access, draft=draft, via="batch"))
+                )
+            else:
+                results.append(RoutedResult(index, engine=routed))
+        except ApiError as exc:
+            results.append(RoutedResult(index, error=exc))
+    return results

@@ -259,3 +259,30 @@ def test_a_builtin_policy_keeps_everything_builtin(world, engines_up, as_agent):
     body = recall(client, world.agent, query="alice tea", user_id="c").json()
     assert "sources" not in body and body["results"][0]["content"] == "Alice likes tea"
     assert not engines_up["mem0"].requests
+
+
+def test_batches_and_split_paragraphs_go_to_mem0_one_result_each(world, engines_up, as_agent):
+    use(world.agent, "mem0", mem0_instance="mem0-eu")
+    client = as_agent(world.agent)
+    items = [
+        {"content": "Alice prefers green tea", "user_id": "cust-1"},
+        {"content": "Chat line", "scope": "session", "session_id": "s1"},
+        {"content": "Too secret", "user_id": "cust-1", "classification": "restricted"},
+    ]
+    response = client.post(memories_url(world.agent, "/batch"), {"items": items}, format="json")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert [r["status"] for r in body["results"]] == ["queued", "created", "error"]
+    assert (body["queued"], body["created"], body["failed"]) == (1, 1, 1)
+    assert body["results"][2]["error"]["code"] == "memory_policy_violation"
+    assert MemoryItem.objects.get().scope == "session"
+    split = client.post(
+        memories_url(world.agent),
+        {"content": "Alice moved to Porto. She works at the port.", "user_id": "cust-1", "split": True},
+        format="json",
+    )
+    assert split.status_code == 202, split.content
+    assert [r["status"] for r in split.json()["results"]] == ["queued", "queued"]
+    assert {m["memory"] for m in engines_up["memories"].values()} >= {
+        "Alice moved to Porto.", "She works at the port.",
+    }  # fmt: skip
