@@ -72,5 +72,15 @@ def router() -> Router | None:
     return _router
 
 
-def plan_for(agent: Any) -> EnginePlan:
-    return _router.plan(agent) if _router is not None else EnginePlan()
+def plan_for(access: MemoryAccess) -> EnginePlan:
+    """The plan of the caller's agent, from the policy version its access was built
+    with (no query). Without a router (providers not installed) everything is builtin."""
+    if _router is None:
+        return EnginePlan()
+    engine, mem0, cognee = access.engine
+    return EnginePlan(
+        engine=engine,
+        memory_engine=mem0 or None if engine in ("mem0", "hybrid") else None,
+        knowledge_engine=cognee or None if engine in ("cognee", "hybrid") else None,
+        required_isolation=access.policy.required_isolation,
+    )

@@ -197,7 +197,9 @@ class Router:
         trace_parent: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        plan = policy_plan(access.agent)
+        from memory.engines import plan_for
+
+        plan = plan_for(access)
         engine = _engine(access.agent, engine_id, operation, plan.required_isolation)
         ctx = _context(access, engine, operation, plan.required_isolation, trace_parent=trace_parent)
         result = _perform(engine, access.agent, operation, ctx, **kwargs)

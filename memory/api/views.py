@@ -362,7 +362,7 @@ class RecallView(APIView):
         if data["mode"] == "hybrid":
             from memory import engines
 
-            plan = engines.plan_for(access.agent)
+            plan = engines.plan_for(access)
             router = engines.router()
             if plan.federated_recall and router is not None:
                 return Response(_routed_recall(request, access, plan, router, data, rq))

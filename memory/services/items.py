@@ -918,7 +918,7 @@ def memory_remember_routed(
     Mem0 queues its adds: the answer then says ``queued`` with Mem0's event id."""
     from memory import engines
 
-    plan = engines.plan_for(access.agent)
+    plan = engines.plan_for(access)
     router = engines.router()
     if plan.memory_engine is None or router is None:
         return None
@@ -960,7 +960,7 @@ def memory_remember_batch_routed(
     policy keeps memory builtin (use memory_remember_batch)."""
     from memory import engines
 
-    if engines.plan_for(access.agent).memory_engine is None or engines.router() is None:
+    if engines.plan_for(access).memory_engine is None or engines.router() is None:
         return None
     if not 1 <= len(drafts) <= MAX_BATCH:
         raise _field_error("items", f"Send between 1 and {MAX_BATCH} items.")

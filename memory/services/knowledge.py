@@ -200,7 +200,7 @@ def knowledge_ingest(
         team=team,
         project=project,
     )
-    plan = engines.plan_for(access.agent)
+    plan = engines.plan_for(access)
     target = plan.knowledge_engine or engines.BUILTIN
     existing = Dataset.objects.filter(tenant_id=access.tenant_id, name=name).first()
     if existing is not None and existing.agent_id != access.agent.pk:
