@@ -147,6 +147,7 @@ class IngestOutcome:
     deduplicated: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)
     item_ids: list[str] = field(default_factory=list)
+    documents: int = 0  # texts of which at least one chunk is stored
     remote: dict[str, Any] | None = None
     job: Job | None = None
 
@@ -252,7 +253,8 @@ def knowledge_ingest(
             )
         if legal_hold and not dataset.legal_hold:
             dataset.legal_hold = True
-        dataset.documents += len(texts)
+        # A text whose every chunk was refused (personal data, say) is not in the dataset.
+        dataset.documents += outcome.documents if target == engines.BUILTIN else len(texts)
         dataset.save(update_fields=["documents", "legal_hold", "updated_at"])
         if build_graph:
             outcome.job = _graph_job(access, [dataset], requested_by)
@@ -282,17 +284,20 @@ def _store_chunks(
         dataset=dataset.name,
     )
     drafts: list[MemoryDraft | ApiError] = []
+    doc_of: list[int] = []
     for doc, text in enumerate(texts):
         pieces = chunks_of(text)
         for index, piece in enumerate(pieces):
             metadata = {"dataset": dataset.name, "document": doc, "chunk": index, "of": len(pieces)}
             drafts.append(replace(base, content=piece, metadata=metadata))
+            doc_of.append(doc)
     outcome.chunks = len(drafts)
     results: list[BatchResult] = []
     for start in range(0, len(drafts), MAX_BATCH):
         results.extend(
             memory_remember_batch(access=access, drafts=drafts[start : start + MAX_BATCH], via="knowledge")
         )
+    outcome.documents = len({doc_of[i] for i, r in enumerate(results) if r.error is None})
     for position, result in enumerate(results):
         if result.error is not None:
             outcome.failed.append(

@@ -288,3 +288,16 @@ def test_the_owner_user_may_use_them(world, as_user, runbooks):
     client = as_user(world.owner)
     assert client.get(url(world.agent, "/datasets")).json()["results"][0]["dataset_id"] == "runbooks"
     assert client.post(url(world.agent, "/search"), {"query": "disk"}, format="json").status_code == 200
+
+
+def test_a_text_the_policy_refuses_is_reported_and_not_counted(world, as_agent):
+    from governance.services.policies import policy_version_create
+
+    policy_version_create(agent=world.agent, policy={"allow_personal_data": False})
+    response = ingest(
+        as_agent(world.agent), world.agent, texts=[OTHER, "Write to alice@example.com about the invoice."]
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["stored"] == 1 and body["dataset"]["documents"] == 1
+    assert [f["code"] for f in body["failed"]] == ["memory_policy_violation"]
