@@ -105,6 +105,12 @@ def memory_policies_for_tenant(tenant: Tenant) -> dict[Any, MemoryPolicy]:
     }
 
 
+def memory_policy_from_stored(agent_id: Any, raw: Any) -> MemoryPolicy:
+    """The policy a stored version's JSON stands for (for callers that read the row
+    themselves, e.g. with its engine fields); fails closed like memory_policy_for."""
+    return _policy_or_default(agent_id, raw)
+
+
 def _policy_or_default(agent_id: Any, raw: Any) -> MemoryPolicy:
     if raw is None:
         return DEFAULT_POLICY

@@ -6,6 +6,7 @@ from django.contrib import admin
 from core.admin import ReadOnlyModelAdmin
 from memory.models import (
     CausalEdge,
+    Dataset,
     Entity,
     IdempotencyRecord,
     MemoryHistory,
@@ -72,3 +73,19 @@ class CausalEdgeAdmin(ReadOnlyModelAdmin):
 @admin.register(Supersession)
 class SupersessionAdmin(ReadOnlyModelAdmin):
     list_display = ["old_item", "new_item", "reason", "created_at", "reverted_at"]
+
+
+@admin.register(Dataset)
+class DatasetAdmin(ReadOnlyModelAdmin):
+    list_display = [
+        "name",
+        "agent",
+        "scope",
+        "engine",
+        "documents",
+        "graph_status",
+        "legal_hold",
+        "created_at",
+    ]
+    list_filter = ["scope", "engine", "graph_status", "legal_hold", "tenant"]
+    search_fields = ["name"]

@@ -27,7 +27,7 @@ from governance.models import Agent
 from governance.models.agents import AgentPermission
 from governance.permissions import is_agent
 from governance.policy import MemoryPolicy
-from governance.selectors import access_agent, memory_policy_for
+from governance.selectors import access_agent
 
 
 class PolicyViolation(Forbidden):
@@ -65,6 +65,9 @@ class MemoryAccess:
     # The subject a user caller's user-scoped reads and writes default to; agents
     # serve many end users and must name one.
     default_user_id: str = ""
+    # The policy version's engine choice: (engine, mem0_instance, cognee_instance),
+    # read with the policy in the same query (see memory.engines.plan_for).
+    engine: tuple[str, str, str] = ("builtin", "", "")
 
     @property
     def tenant_id(self) -> Any:
@@ -81,14 +84,33 @@ def memory_access(principal: Any, agent_id: Any) -> MemoryAccess:
     else:
         actor = Actor("user", str(principal.pk), principal.get_username())
         default_user = principal.get_username()
-    return MemoryAccess(
-        agent=agent, policy=memory_policy_for(agent), actor=actor, default_user_id=default_user
-    )
+    policy, engine = _policy_and_engine(agent)
+    return MemoryAccess(agent=agent, policy=policy, actor=actor, default_user_id=default_user, engine=engine)
 
 
 def system_access(agent: Agent) -> MemoryAccess:
     """Access for platform-internal work (demo seeding, maintenance), still policy-bound."""
-    return MemoryAccess(agent=agent, policy=memory_policy_for(agent), actor=SYSTEM_ACTOR)
+    policy, engine = _policy_and_engine(agent)
+    return MemoryAccess(agent=agent, policy=policy, actor=SYSTEM_ACTOR, engine=engine)
+
+
+def _policy_and_engine(agent: Agent) -> tuple[MemoryPolicy, tuple[str, str, str]]:
+    """The policy in force and its version's engine choice, in one query."""
+    from governance.models import AgentPolicyVersion
+    from governance.selectors import memory_policy_from_stored
+
+    row = (
+        AgentPolicyVersion.objects.filter(agent=agent)
+        .order_by("-version")
+        .values("policy", "engine", "mem0_instance", "cognee_instance")
+        .first()
+    )
+    if row is None:
+        return memory_policy_from_stored(agent.pk, None), ("builtin", "", "")
+    return (
+        memory_policy_from_stored(agent.pk, row["policy"]),
+        (row["engine"], row["mem0_instance"], row["cognee_instance"]),
+    )
 
 
 # --- writes -----------------------------------------------------------------------

@@ -62,3 +62,11 @@ def retention_sweep() -> dict[str, int]:
 
     report = sweep()
     return {"deleted": report.deleted, "kept_held": report.kept_held}
+
+
+@shared_task(name="memory.knowledge_graph_build", acks_late=True, ignore_result=True)
+def knowledge_graph_build(job_id: str, agent_id: str, dataset_pks: list[int]) -> None:
+    """Build the graph of knowledge datasets; progress and outcome in the governance Job."""
+    from memory.services.knowledge import knowledge_graph_run
+
+    knowledge_graph_run(job_id=job_id, agent_id=agent_id, dataset_pks=dataset_pks)

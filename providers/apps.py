@@ -35,4 +35,12 @@ class ProvidersConfig(AppConfig):
         from providers.federation import register_builtin_source
 
         register_builtin_source(builtin_source)
+
+        from memory.engines import register_router
+        from memory.reasoning.synthesis import register_synthesizer_resolver
+        from providers import routing
+        from providers.synthesis import resolve_synthesizer
+
+        register_synthesizer_resolver(resolve_synthesizer)
+        register_router(routing.ROUTER)
         register_engine_forgetter("providers", forget_subject_in_engines)

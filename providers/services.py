@@ -389,17 +389,28 @@ def require_capability(announcement: dict[str, Any], operation: str) -> None:
         )
 
 
-# --- policy seams (the agent memory policy is another issue) -----------------------------
+# --- policy reads ----------------------------------------------------------------------
+
+
+def _plan_engines(plan: Any) -> list[str] | None:
+    if not plan.federated_recall:
+        return None  # a builtin policy: every engine the agent may use
+    return [BUILTIN_ENGINE_ID, *(e for e in (plan.memory_engine, plan.knowledge_engine) if e)]
 
 
 def policy_engines(agent: Agent) -> list[str] | None:
-    """The engines the agent's policy names; None until policies exist (every usable one)."""
-    return None
+    """The engines the agent's policy recalls from: builtin plus its Mem0 / Cognee
+    instances; None for a builtin policy (every engine the agent may use)."""
+    from providers.routing import policy_plan
+
+    return _plan_engines(policy_plan(agent))
 
 
 def policy_required_isolation(agent: Agent) -> str:
-    """The isolation the agent's policy requires; "none" until policies exist."""
-    return Isolation.NONE
+    """The isolation the agent's policy requires of every engine it uses."""
+    from providers.routing import policy_plan
+
+    return policy_plan(agent).required_isolation
 
 
 # --- federated recall --------------------------------------------------------------------
@@ -518,9 +529,12 @@ def federated_recall(
 ) -> dict[str, Any]:
     """Recall for ``agent`` across engines. ``user_id`` / ``session_id`` narrow the
     namespace each engine is asked in (the agent's end user, the conversation)."""
-    required = _strongest(policy_required_isolation(agent), isolation or Isolation.NONE)
+    from providers.routing import policy_plan
+
+    plan = policy_plan(agent)  # one read for both the engines and the isolation
+    required = _strongest(plan.required_isolation, isolation or Isolation.NONE)
     if engine_ids is None:
-        engine_ids = policy_engines(agent)
+        engine_ids = _plan_engines(plan)
     sources = federated_sources(
         agent=agent,
         engine_ids=engine_ids,

@@ -202,6 +202,8 @@ SPECTACULAR_SETTINGS = {
         "ErasureScopeEnum": "governance.models.erasure.ErasureRequest.Scope",
         "LegalHoldTargetEnum": "governance.models.holds.LegalHold.Target",
         "PolicyEngineEnum": "governance.models.policies.AgentPolicyVersion.Engine",
+        "AnswerModeEnum": "memory.api.knowledge.ANSWER_MODES",
+        "RecallModeEnum": ["hybrid", "graph"],
     },
 }
 

@@ -197,6 +197,12 @@ class RecallSerializer(serializers.Serializer):
     include_superseded = serializers.BooleanField(default=False, help_text="Also return retired facts.")
 
 
+class RoutedWriteSerializer(serializers.Serializer):
+    engine = serializers.DictField(
+        help_text="engine_id, provider, status (queued | settled), external_ids, event_id, detail."
+    )
+
+
 class RecallModeSerializer(RecallSerializer):
     mode = serializers.ChoiceField(
         choices=["hybrid", "graph"],

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory.api import candidates, graph_views, views
+from memory.api import candidates, graph_views, knowledge, views
 
 app_name = "memory"
 
@@ -36,6 +36,21 @@ urlpatterns = [
     path(prefix + "causal_chain", graph_views.CausalChainView.as_view(), name="causal-chain"),
     path(prefix + "what_if", graph_views.WhatIfView.as_view(), name="what-if"),
     path(prefix + "recall", views.RecallView.as_view(), name="recall"),
+    path(prefix + "answer", knowledge.AnswerView.as_view(), name="answer"),
+    path(prefix + "knowledge", knowledge.KnowledgeView.as_view(), name="knowledge"),
+    path(prefix + "knowledge/datasets", knowledge.DatasetListView.as_view(), name="knowledge-datasets"),
+    path(prefix + "knowledge/graph", knowledge.KnowledgeGraphView.as_view(), name="knowledge-graph"),
+    path(prefix + "knowledge/search", knowledge.KnowledgeSearchView.as_view(), name="knowledge-search"),
+    path(
+        prefix + "knowledge/datasets/<str:dataset_id>",
+        knowledge.DatasetDetailView.as_view(),
+        name="knowledge-dataset",
+    ),
+    path(
+        prefix + "knowledge/datasets/<str:dataset_id>/relations",
+        knowledge.DatasetRelationsView.as_view(),
+        name="knowledge-dataset-relations",
+    ),
     path(
         prefix + "sessions/<str:session_id>/messages",
         views.SessionMessagesView.as_view(),

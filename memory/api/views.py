@@ -110,9 +110,15 @@ class RememberView(generics.GenericAPIView):
         request=s.RememberSerializer,
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
+            202: OpenApiResponse(
+                s.RoutedWriteSerializer,
+                description="The agent's policy sends memory to Mem0 (engine mem0 or hybrid) and Mem0 "
+                "queued the write: `engine.status` is queued with Mem0's `event_id`, never settled.",
+            ),
             201: OpenApiResponse(
                 s.WrittenItemSerializer,
-                description="Stored. With split=true the body has the batch shape (created, deduplicated, "
+                description="Stored (or, under a mem0/hybrid policy, settled by Mem0: the body is then "
+                "`{engine: ...}`). With split=true the body has the batch shape (created, deduplicated, "
                 "failed, results: one per sentence).",
             ),
             200: OpenApiResponse(
@@ -127,7 +133,21 @@ class RememberView(generics.GenericAPIView):
         key = _idempotency_key(request)
         parsed = _parse(s.RememberSerializer, request.data)
         draft = parsed.to_draft()
+        if not parsed.validated_data["split"]:
+            routed = item_services.memory_remember_routed(
+                access=access, draft=draft, trace_parent=request.headers.get("traceparent")
+            )
+            if routed is not None:
+                code = status.HTTP_202_ACCEPTED if routed["status"] == "queued" else status.HTTP_201_CREATED
+                return Response({"engine": routed}, status=code)
         if parsed.validated_data["split"]:
+            routed_batch = item_services.memory_remember_batch_routed(
+                access=access,
+                drafts=list(item_services.split_drafts(draft)),
+                trace_parent=request.headers.get("traceparent"),
+            )
+            if routed_batch is not None:
+                return _routed_batch_response(routed_batch)
             results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
             return Response(batch_body(results), status=item_services.batch_status(results))
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
@@ -192,8 +212,44 @@ class BatchView(APIView):
             else:
                 fields = ", ".join(sorted(item.errors))
                 drafts.append(InvalidInput(f"Invalid input: {fields}.", details={"fields": item.errors}))
+        routed = item_services.memory_remember_batch_routed(
+            access=access, drafts=drafts, trace_parent=request.headers.get("traceparent")
+        )
+        if routed is not None:
+            return _routed_batch_response(routed)
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
         return Response(batch_body(results), status=item_services.batch_status(results))
+
+
+def _routed_batch_response(results: list[item_services.RoutedResult]) -> Response:
+    """Under a mem0 / hybrid policy: Mem0's answer per write (queued is never settled)."""
+    entries = []
+    for result in results:
+        entry: dict[str, Any] = {"index": result.index, "status": result.status}
+        if result.error is not None:
+            entry["error"] = {
+                "code": result.error.code,
+                "message": result.error.message,
+                "details": result.error.details,
+            }
+        elif result.engine is not None:
+            entry["engine"] = result.engine
+        else:
+            assert result.outcome is not None
+            entry["item"] = s.item_json(result.outcome.item)
+        entries.append(entry)
+    counts = {
+        name: sum(1 for r in results if r.status == name)
+        for name in ("created", "deduplicated", "queued", "settled")
+    }
+    body = {**counts, "failed": sum(1 for r in results if r.status == "error"), "results": entries}
+    if counts["queued"]:
+        code = status.HTTP_202_ACCEPTED
+    elif counts["created"] or counts["settled"]:
+        code = status.HTTP_201_CREATED
+    else:
+        code = status.HTTP_200_OK
+    return Response(body, status=code)
 
 
 def batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
@@ -307,13 +363,23 @@ class RecallView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(s.RecallModeSerializer, request.data).validated_data
-        return Response(recall_body(access, data))
+        return Response(recall_body(access, data, trace_parent=request.headers.get("traceparent")))
 
 
-def recall_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+def recall_body(
+    access: MemoryAccess, data: dict[str, Any], *, trace_parent: str | None = None
+) -> dict[str, Any]:
     """A recall answer (REST and MCP): the results and the same results framed as
-    untrusted data under a fresh nonce."""
+    untrusted data under a fresh nonce. Under a mem0 / cognee / hybrid policy a hybrid
+    recall also asks the policy's engines and merges."""
     rq = _recall_query(access, data, search=False)
+    if data["mode"] == "hybrid":
+        from memory import engines
+
+        plan = engines.plan_for(access)
+        router = engines.router()
+        if plan.federated_recall and router is not None:
+            return _routed_recall(trace_parent, access, plan, router, data, rq)
     if data["mode"] == "graph":
         results = graph_recall(access, rq, hops=data["hops"])
     else:
@@ -327,6 +393,54 @@ def recall_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
         "search_mode": rq.mode,
         "mode": data["mode"],
         "scopes": list(rq.scopes),
+    }
+
+
+def _routed_recall(
+    trace_parent: str | None, access: MemoryAccess, plan: Any, router: Any, data: Any, rq: RecallQuery
+) -> dict[str, Any]:
+    """A mem0 / cognee / hybrid policy: builtin and the policy's engines, merged by
+    content with every source's match kept (see providers.routing)."""
+    merged = router.recall(
+        access,
+        plan,
+        query=rq.query,
+        top_k=rq.top_k,
+        user_id=rq.keys.user_id,
+        session_id=rq.keys.session_id,
+        trace_parent=trace_parent,
+    )
+    results = []
+    for group in merged["results"]:
+        own = next((m for m in group["matches"] if m["engine_id"] == "builtin"), None)
+        first = own or group["matches"][0]
+        results.append(
+            {
+                "id": first["external_id"],
+                "content": group["text"],
+                "score": group["rrf_score"],
+                "kind": group["kind"],
+                "kinds": group["kinds"],
+                "scope": (own or {}).get("metadata", {}).get("scope", ""),
+                "created_at": first["created_at"],
+                "engines": list(dict.fromkeys(m["engine_id"] for m in group["matches"])),
+                "matches": group["matches"],
+                "conflict": group["conflict"],
+                "trust": "untrusted",
+            }
+        )
+    nonce = new_nonce()
+    framed = [{k: r[k] for k in ("id", "scope", "kind", "created_at", "score", "content")} for r in results]
+    return {
+        "results": results,
+        "context": frame(framed, nonce),
+        "nonce": nonce,
+        "search_mode": "federated",
+        "mode": data["mode"],
+        "scopes": list(rq.scopes),
+        "engine": plan.engine,
+        "status": merged["status"],
+        "sources": merged["sources"],
     }
 
 

@@ -87,6 +87,10 @@ class MemoryItem(models.Model):
     invalid_at = models.DateTimeField(null=True, blank=True)
     retention_until = models.DateTimeField(null=True, blank=True)
     legal_hold = models.BooleanField(default=False)
+    # Knowledge chunks (record kind ``document``) name their dataset; deleted with it.
+    dataset = models.ForeignKey(
+        "memory.Dataset", null=True, blank=True, on_delete=models.PROTECT, related_name="items"
+    )
 
     class Extraction(models.TextChoices):
         PENDING = "pending"

@@ -64,6 +64,7 @@ class RecallQuery:
     created_before: datetime | None = None
     as_of: datetime | None = None
     include_superseded: bool = False
+    datasets: tuple[Any, ...] = ()  # knowledge dataset pks: only their chunks
 
 
 @dataclass
@@ -126,6 +127,8 @@ def _filters(access: MemoryAccess, rq: RecallQuery, visible: Q | None = None) ->
         q &= Q(kind__in=list(rq.kinds))
     if rq.record_kinds:
         q &= Q(record_kind__in=list(rq.record_kinds))
+    if rq.datasets:
+        q &= Q(dataset_id__in=list(rq.datasets))
     if rq.created_after:
         q &= Q(created_at__gte=rq.created_after)
     if rq.created_before:

@@ -58,6 +58,9 @@ class MemoryDraft:
     personal_data: bool = False
     source: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Knowledge chunks: the dataset row's pk and name (set by memory.services.knowledge only).
+    dataset_pk: int | None = None
+    dataset: str = ""
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -107,11 +110,14 @@ class _Prepared:
     metadata: dict[str, Any]
     shared_with: tuple[str, ...]
     embedding: Any
+    dataset_pk: int | None = None
+    dataset: str = ""
 
     def dedup_keys(self, access: MemoryAccess) -> tuple[str, ...]:
+        # A knowledge chunk is a duplicate only within its own dataset.
         return (
             str(access.tenant_id), str(access.agent.pk), self.user_id, self.session_id,
-            self.team, self.project, self.content_hash,
+            self.team, self.project, self.content_hash, str(self.dataset_pk or ""),
         )  # fmt: skip
 
 
@@ -226,6 +232,8 @@ def _prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[_Prepared 
                 metadata=draft.metadata,
                 shared_with=access.policy.shared_with if c["scope"] == Scope.SHARED_AGENTS else (),
                 embedding=vector,
+                dataset_pk=draft.dataset_pk,
+                dataset=draft.dataset,
             )
         )
     return out
@@ -313,8 +321,12 @@ def _save_idempotency(
 # --- storing ----------------------------------------------------------------------
 
 
-def _provenance(access: MemoryAccess, via: str, source: str) -> dict[str, Any]:
-    return {"writer": access.actor.as_json(), "via": via, "source": source}
+def _provenance(access: MemoryAccess, via: str, source: str, dataset: str = "") -> dict[str, Any]:
+    data = {"writer": access.actor.as_json(), "via": via, "source": source}
+    if dataset:
+        # Legal holds on a dataset find its items by this key (memory.holds).
+        data["dataset"] = dataset
+    return data
 
 
 def _exact_duplicates(access: MemoryAccess, prepared: list[_Prepared]) -> dict[tuple[str, ...], MemoryItem]:
@@ -338,7 +350,7 @@ def _exact_duplicates(access: MemoryAccess, prepared: list[_Prepared]) -> dict[t
     for item in candidates:
         key = (
             str(item.tenant_id), str(item.agent_id), item.user_id, item.session_id,
-            item.team, item.project, item.content_hash,
+            item.team, item.project, item.content_hash, str(item.dataset_id or ""),
         )  # fmt: skip
         if key in wanted and key not in found:
             found[key] = item
@@ -360,6 +372,7 @@ def _near_duplicate(access: MemoryAccess, prepared: _Prepared, embedding: Any) -
             session_id=prepared.session_id,
             team=prepared.team,
             project=prepared.project,
+            dataset_id=prepared.dataset_pk,
         )
         .annotate(distance=CosineDistance("embedding", embedding))
         .filter(distance__lte=1 - threshold)
@@ -481,7 +494,8 @@ def _store(access: MemoryAccess, prepared: list[_Prepared], via: str) -> list[Wr
             personal_data=p.personal_data,
             personal_data_types=list(p.personal_data_types),
             source=p.source,
-            provenance=_provenance(access, via, p.source),
+            provenance=_provenance(access, via, p.source, p.dataset),
+            dataset_id=p.dataset_pk,
             metadata=p.metadata,
             content_hash=p.content_hash,
             embedding=vector,
@@ -613,6 +627,12 @@ def memory_remember_split(
 ) -> list[BatchResult]:
     """Store a paragraph as one fact per sentence: each sentence is its own item, all
     with the same provenance and a ``metadata.split`` naming the paragraph and position."""
+    drafts: list[MemoryDraft | ApiError] = list(split_drafts(draft))
+    return memory_remember_batch(access=access, drafts=drafts, idempotency_key=idempotency_key, via="split")
+
+
+def split_drafts(draft: MemoryDraft) -> list[MemoryDraft]:
+    """One draft per sentence of ``draft``, linked by ``metadata.split``."""
     from dataclasses import replace
 
     from memory.extraction.nlp import split_sentences
@@ -620,7 +640,7 @@ def memory_remember_split(
     text = _checked_content(draft.content)
     sentences = split_sentences(text)[:MAX_BATCH] or [text]
     paragraph = content_hash(text)
-    drafts: list[MemoryDraft | ApiError] = [
+    return [
         replace(
             draft,
             content=sentence,
@@ -628,7 +648,6 @@ def memory_remember_split(
         )
         for i, sentence in enumerate(sentences)
     ]
-    return memory_remember_batch(access=access, drafts=drafts, idempotency_key=idempotency_key, via="split")
 
 
 def batch_status(results: list[BatchResult]) -> int:
@@ -888,3 +907,76 @@ def _history_for(access: MemoryAccess, ids: list[Any], event: str, *, scope: str
             """,  # noqa: S608 - {old} is one of two fixed fragments; values are parameters
             [event, access.actor.type, access.actor.id, scope, list(ids)],
         )
+
+
+def memory_remember_routed(
+    *, access: MemoryAccess, draft: MemoryDraft, trace_parent: str | None = None
+) -> dict[str, Any] | None:
+    """Hand a write to the engine the agent's policy sends memory to (Mem0 under the
+    ``mem0`` and ``hybrid`` engines), after the same policy checks as a builtin write.
+    None: the write stays builtin (a builtin policy, or session memory, which always does).
+    Mem0 queues its adds: the answer then says ``queued`` with Mem0's event id."""
+    from memory import engines
+
+    plan = engines.plan_for(access)
+    router = engines.router()
+    if plan.memory_engine is None or router is None:
+        return None
+    if (draft.scope or access.policy.default_scope) == Scope.SESSION:
+        return None
+    checked = _validate(access, draft)
+    finding = detect_personal_data([checked["content"]])[0]
+    enforcement.check_personal_data(
+        access, personal_data=finding.personal_data or draft.personal_data, types=finding.types
+    )
+    return router.remember(access, plan, draft, trace_parent=trace_parent)
+
+
+@dataclass
+class RoutedResult:
+    """One write of a batch under a policy that sends memory elsewhere: handed to the
+    engine (``engine``), kept builtin (session memory: ``outcome``) or refused."""
+
+    index: int
+    engine: dict[str, Any] | None = None
+    outcome: WriteOutcome | None = None
+    error: ApiError | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "error"
+        if self.engine is not None:
+            return str(self.engine["status"])
+        assert self.outcome is not None
+        return "deduplicated" if self.outcome.deduplicated else "created"
+
+
+def memory_remember_batch_routed(
+    *, access: MemoryAccess, drafts: list[MemoryDraft | ApiError], trace_parent: str | None = None
+) -> list[RoutedResult] | None:
+    """A batch (or a split paragraph) under a mem0 / hybrid policy: each write goes to
+    Mem0 in order, session memory stays builtin, each gets its own result. None: the
+    policy keeps memory builtin (use memory_remember_batch)."""
+    from memory import engines
+
+    if engines.plan_for(access).memory_engine is None or engines.router() is None:
+        return None
+    if not 1 <= len(drafts) <= MAX_BATCH:
+        raise _field_error("items", f"Send between 1 and {MAX_BATCH} items.")
+    results: list[RoutedResult] = []
+    for index, draft in enumerate(drafts):
+        if isinstance(draft, ApiError):
+            results.append(RoutedResult(index, error=draft))
+            continue
+        try:
+            routed = memory_remember_routed(access=access, draft=draft, trace_parent=trace_parent)
+            if routed is None:
+                results.append(
+                    RoutedResult(index, outcome=memory_remember(access=access, draft=draft, via="batch"))
+                )
+            else:
+                results.append(RoutedResult(index, engine=routed))
+        except ApiError as exc:
+            results.append(RoutedResult(index, error=exc))
+    return results

@@ -253,9 +253,12 @@ class CogneeAdapter(MemoryAdapter):
     def get_relations(self, ctx: OperationContext, *, external_id: str) -> list[Hit]:
         kind, _, rest = external_id.partition(":")
         dataset, _, node_id = rest.partition(":")
-        if kind != "node" or not node_id:
+        if kind == "dataset":
+            # Every relation of the dataset's graph (node_id empty: no node filter).
+            dataset, node_id = rest, ""
+        elif kind != "node" or not node_id:
             raise AdapterError(
-                "Relations are read for node:<dataset>:<node id>.",
+                "Relations are read for node:<dataset>:<node id> or dataset:<dataset>.",
                 retryable=False,
                 reason="request_refused",
             )
@@ -271,7 +274,7 @@ class CogneeAdapter(MemoryAdapter):
         labels = {node["id"]: node.get("label") or node["id"] for node in graph.get("nodes", [])}
         hits = []
         for edge in graph.get("edges", []):
-            if node_id not in (edge.get("source"), edge.get("target")):
+            if node_id and node_id not in (edge.get("source"), edge.get("target")):
                 continue
             subject, obj = (
                 labels.get(edge["source"], edge["source"]),

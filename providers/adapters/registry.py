@@ -17,6 +17,7 @@ ADAPTERS: dict[str, str] = {
     "openai_agents": "providers.adapters.openai_agents:OpenAIAgentsAdapter",
     "cognee": "providers.adapters.cognee:CogneeAdapter",
     "custom": "providers.adapters.custom:HttpCustomAdapter",
+    "openai_compatible": "providers.adapters.openai_compatible:OpenAICompatibleAdapter",
 }
 
 

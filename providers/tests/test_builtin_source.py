@@ -28,7 +28,9 @@ def test_builtin_memory_is_fused_with_provider_engines(world, local_server, as_a
         [{"id": "m1", "kind": "fact", "text": "alice prefers green tea.", "score": 7.5}],
         server=local_server(),
     )
-    declare("mem-a", engine.url)
+    # A shared custom engine guarantees logical isolation only when it says so; the
+    # default policy requires logical.
+    declare("mem-a", engine.url, options={"shared_isolation": "logical"})
 
     body = client.post(
         url(world.agent), {"query": "what does Alice prefer", "top_k": 5}, format="json"

@@ -38,7 +38,17 @@ def test_the_builtin_announcement_validates():
 
 def test_registry_covers_the_issue():
     assert provider_kinds() == sorted(
-        ["mem0", "zep", "graphiti", "letta", "langgraph", "openai_agents", "cognee", "custom"]
+        [
+            "mem0",
+            "zep",
+            "graphiti",
+            "letta",
+            "langgraph",
+            "openai_agents",
+            "cognee",
+            "custom",
+            "openai_compatible",
+        ]
     )
     with pytest.raises(KeyError):
         adapter_class("nope")

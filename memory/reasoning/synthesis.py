@@ -1,0 +1,156 @@
+"""Answers written from the facts a question was answered with: a pluggable synthesizer.
+
+A :class:`Synthesizer` turns a :class:`Context` (the question, the facts used, the
+causal chain among them, the entities they share) into an :class:`Answer` that
+cites the item ids it rests on. The default, :class:`DeterministicSynthesizer`,
+needs no model: it states the chain in order (root cause first for a
+why-question) or lists the facts, and cites every fact it names. Other
+synthesizers (an OpenAI-compatible chat-completions engine) are built by a
+resolver the providers app registers (:func:`register_synthesizer_resolver`), so
+this module never imports provider code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.errors import NotFound
+
+BUILTIN_SYNTHESIZER = "builtin"
+MAX_CONTEXT_FACTS = 30
+MAX_CHAIN = 12
+
+# "why", "what caused", "what led to", "how come", "reason for", "root cause".
+_WHY = re.compile(
+    r"^\s*(why\b|how come\b|what (caused|causes|led to|leads to|triggered|made)\b)"
+    r"|\b(root cause|reason for|because of what)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """One asserted causal hop: ``cause`` -> ``effect``, cited to the fact asserting it."""
+
+    cause: str
+    effect: str
+    item_id: str
+
+
+@dataclass
+class Context:
+    question: str
+    facts: list[Fact]
+    chain: list[Link] = field(default_factory=list)  # in causal order, root cause first
+    entities: list[str] = field(default_factory=list)
+
+    @property
+    def fact_ids(self) -> list[str]:
+        return [f.id for f in self.facts]
+
+
+@dataclass
+class Answer:
+    text: str
+    citations: list[str]
+    synthesizer: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "citations": self.citations,
+            "synthesizer": self.synthesizer,
+            "detail": self.detail,
+        }
+
+
+class Synthesizer(Protocol):
+    name: str
+
+    def synthesize(self, context: Context) -> Answer: ...
+
+
+def is_why_question(question: str) -> bool:
+    return bool(_WHY.search(question))
+
+
+def _sentence(text: str) -> str:
+    text = text.strip().rstrip(".")
+    return text[:1].upper() + text[1:] if text else text
+
+
+class DeterministicSynthesizer:
+    """States what the memory holds, in order, and cites it. Honest about its limits:
+    it never infers beyond the asserted links and says so when nothing answers."""
+
+    name = BUILTIN_SYNTHESIZER
+
+    def synthesize(self, context: Context) -> Answer:
+        if not context.facts:
+            return Answer("Nothing in memory answers this question.", [], self.name, {"form": "empty"})
+        if context.chain:
+            return self._chain(context)
+        lines = [f"{_sentence(f.content)} [{f.id}]." for f in context.facts[:MAX_CONTEXT_FACTS]]
+        return Answer(
+            "According to memory: " + " ".join(lines),
+            [f.id for f in context.facts[:MAX_CONTEXT_FACTS]],
+            self.name,
+            {"form": "facts"},
+        )
+
+    def _chain(self, context: Context) -> Answer:
+        chain = context.chain[:MAX_CHAIN]
+        steps = [
+            f"{_sentence(link.cause)} led to {link.effect.strip().rstrip('.')} [{link.item_id}]."
+            for link in chain
+        ]
+        cited = list(dict.fromkeys(link.item_id for link in chain))
+        if is_why_question(context.question):
+            text = f"Root cause: {chain[0].cause.strip().rstrip('.')} [{chain[0].item_id}]. " + " ".join(
+                steps
+            )
+            form = "why"
+        else:
+            text = " ".join(steps)
+            form = "chain"
+        # Facts the chain does not use are still context the answer rests on: cite them last.
+        others = [f for f in context.facts if f.id not in cited][:3]
+        if others and form == "chain":
+            text += " Also relevant: " + " ".join(f"{_sentence(f.content)} [{f.id}]." for f in others)
+            cited += [f.id for f in others]
+        return Answer(text, cited, self.name, {"form": form, "chain_length": len(chain)})
+
+
+Resolver = Callable[[Any, str], Synthesizer]
+_resolver: Resolver | None = None
+
+
+def register_synthesizer_resolver(resolver: Resolver | None) -> None:
+    """``resolver(agent, name)`` builds the named synthesizer for the agent's tenant or
+    raises an ApiError (the providers app registers one for chat-completions engines)."""
+    global _resolver
+    _resolver = resolver
+
+
+def synthesizer_for(agent: Any, name: str | None) -> Synthesizer:
+    if not name or name == BUILTIN_SYNTHESIZER:
+        return DeterministicSynthesizer()
+    if _resolver is None:
+        raise NotFound("No such synthesizer.", code="synthesizer_not_found")
+    return _resolver(agent, name)
+
+
+def cited_ids(text: str, allowed: list[str]) -> list[str]:
+    """The ids of ``allowed`` that ``text`` cites, in order of first citation."""
+    found = [match for match in re.findall(r"[0-9a-fA-F-]{36}", text) if match in allowed]
+    return list(dict.fromkeys(found))

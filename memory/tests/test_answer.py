@@ -1,0 +1,115 @@
+"""POST /v1/memory/agents/{id}/answer: facts and paths used plus a cited answer from the
+deterministic synthesizer; bad input, anonymous, wrong role, foreign tenant."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from conftest import assert_error
+from memory.reasoning.synthesis import Context, DeterministicSynthesizer, Fact, Link, is_why_question
+from memory.tests.graph_helpers import DISTRACTOR, INCIDENT, fact
+
+
+@pytest.fixture
+def incident(access):
+    items = [fact(access, text, session_id=session) for session, text in INCIDENT]
+    fact(access, DISTRACTOR[1], session_id=DISTRACTOR[0])
+    return items
+
+
+def url(agent) -> str:
+    return f"/v1/memory/agents/{agent.pk}/answer"
+
+
+def test_why_question_states_the_chain_root_cause_first_and_cites_it(world, as_agent, incident):
+    response = as_agent(world.agent).post(
+        url(world.agent), {"query": "Why was revenue lost?", "mode": "discover", "top_k": 5}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    answer = body["answer"]
+    assert answer["synthesizer"] == "builtin" and answer["detail"]["form"] == "why"
+    assert answer["text"].startswith("Root cause: Verbose debug logging")
+    # The chain, in causal order, each hop cited to the fact asserting it.
+    assert [h["item_id"] for h in body["chain"]] == [str(i.pk) for i in incident]
+    assert answer["citations"] == [str(i.pk) for i in incident]
+    positions = [answer["text"].index(f"[{i.pk}]") for i in incident]
+    assert positions == sorted(positions)
+    fact_ids = {f["id"] for f in body["facts"]}
+    assert set(answer["citations"]) <= fact_ids
+
+
+def test_recall_mode_cites_the_recalled_facts(world, as_agent, incident):
+    response = as_agent(world.agent).post(
+        url(world.agent), {"query": "checkout failures", "mode": "recall", "top_k": 2}, format="json"
+    )
+    body = response.json()
+    assert response.status_code == 200, body
+    assert len(body["facts"]) == 2 and all(f["kind"] == "recall" for f in body["facts"])
+    assert body["answer"]["citations"] and set(body["answer"]["citations"]) <= {
+        f["id"] for f in body["facts"]
+    }
+
+
+def test_nothing_found_is_said_and_cites_nothing(world, as_agent):
+    body = as_agent(world.agent).post(url(world.agent), {"query": "zebra migration"}, format="json").json()
+    assert body["facts"] == [] and body["answer"]["citations"] == []
+    assert body["answer"]["text"] == "Nothing in memory answers this question."
+
+
+def test_as_of_answers_with_what_was_current_then(world, as_agent, incident):
+    body = (
+        as_agent(world.agent)
+        .post(
+            url(world.agent),
+            {"query": "Why was revenue lost?", "as_of": "2000-01-01T00:00:00Z"},
+            format="json",
+        )
+        .json()
+    )
+    assert body["facts"] == []
+
+
+def test_deterministic_synthesizer_without_a_chain_lists_facts():
+    context = Context("what about tea?", [Fact("a", "Alice likes tea."), Fact("b", "Bob likes coffee")])
+    answer = DeterministicSynthesizer().synthesize(context)
+    assert answer.text == "According to memory: Alice likes tea [a]. Bob likes coffee [b]."
+    assert answer.citations == ["a", "b"]
+    chained = Context("what follows?", [Fact("x", "A caused B")], chain=[Link("A", "B", "x")])
+    assert DeterministicSynthesizer().synthesize(chained).text == "A led to B [x]."
+    assert is_why_question("What caused the outage?") and not is_why_question("Where is db-1?")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "query"),
+        ({"query": "x", "mode": "dream"}, "mode"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "hops": 9}, "hops"),
+        ({"query": "x", "scopes": ["galaxy"]}, "scopes"),
+        ({"query": "x", "as_of": "soon"}, "as_of"),
+    ],
+)
+def test_bad_input_names_the_field(world, as_agent, body, field):
+    error = assert_error(as_agent(world.agent).post(url(world.agent), body, format="json"), 400)
+    assert field in error["details"]["fields"]
+
+
+def test_unknown_synthesizer_is_404(world, as_agent):
+    response = as_agent(world.agent).post(
+        url(world.agent), {"query": "x", "synthesizer": "nope"}, format="json"
+    )
+    assert_error(response, 404, "engine_not_found")
+
+
+def test_anonymous_wrong_role_and_foreign_tenant(world, as_user, as_agent):
+    body = {"query": "why"}
+    assert_error(APIClient().post(url(world.agent), body, format="json"), 401)
+    assert_error(as_user(world.teammate).post(url(world.agent), body, format="json"), 404)
+    auditor = as_user(world.auditor).post(url(world.agent), body, format="json")
+    assert_error(auditor, 403, "permission_denied")
+    assert_error(as_user(world.outsider).post(url(world.agent), body, format="json"), 404)
+    assert_error(as_agent(world.foreign_agent).post(url(world.agent), body, format="json"), 404)
+    assert as_user(world.owner).post(url(world.agent), body, format="json").status_code == 200
