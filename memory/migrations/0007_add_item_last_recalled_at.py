@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0004_bound_gin_pending_list'),
+        ("memory", "0004_bound_gin_pending_list"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='memoryitem',
-            name='last_recalled_at',
+            model_name="memoryitem",
+            name="last_recalled_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
     ]

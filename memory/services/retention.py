@@ -92,7 +92,7 @@ def _sweep_tenant(tenant: Tenant, *, now: datetime, batch: int) -> tuple[int, in
             deleted += MemoryItem.objects.filter(pk__in=ids).delete()[0]
     with transaction.atomic():
         holds = active_holds(tenant.pk)
-        kept_q = MemoryItem.objects.filter(tenant=tenant).filter(expired).filter(held_items_q(tenant.pk, holds))
+        kept_q = MemoryItem.objects.filter(expired, held_items_q(tenant.pk, holds), tenant=tenant)
         kept = kept_q.count()
         audit_record(
             tenant=tenant,
