@@ -43,7 +43,7 @@ class CandidateImportForm(forms.Form):
     agent = forms.UUIDField(label="Agent")
     engine = forms.CharField(max_length=63, label="Engine")
     subject = forms.CharField(max_length=128, label="Subject")
-    limit = forms.IntegerField(min_value=1, max_value=5000, initial=500, label="Limit")
+    limit = forms.IntegerField(min_value=1, max_value=5000, required=False, initial=500, label="Limit")
 
 
 class HoldForm(forms.Form):

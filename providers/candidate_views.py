@@ -176,7 +176,7 @@ def candidate_import_view(request: HttpRequest) -> HttpResponse:
                 engine_id=data["engine"],
                 subject=data["subject"],
                 actor=request.user,
-                limit=data["limit"],
+                limit=data["limit"] or 500,
             )
             status, extra = 202, {"import_job": job}
         except ApiError as exc:
