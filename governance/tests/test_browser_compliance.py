@@ -18,6 +18,17 @@ from memory.text import content_hash
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def loaded_models() -> None:
+    """Promotion writes memory (embedding, personal-data analysis): load the models
+    once, before the live server's first write, so no click waits on a model load."""
+    from memory.embeddings import get_embedder
+    from memory.pii import get_analyzer
+
+    get_embedder()
+    get_analyzer()
+
+
 def log_out(page) -> None:
     page.get_by_role("button", name="Log out").click()
     page.wait_for_url(re.compile(r"/login/"))
@@ -123,7 +134,7 @@ def test_edit_a_policy_and_restore_an_old_version(page, world):
     page.get_by_role("button", name="Save new version").click()
     page.get_by_text("Saved as version 1.").wait_for()
     page.get_by_label("Recall top k").fill("4")
-    page.get_by_label("Retention (days)").fill("30")
+    page.get_by_label("Retention (days)", exact=True).fill("30")
     page.get_by_label("Change note").fill("tighter, with retention")
     page.get_by_role("button", name="Save new version").click()
     page.get_by_text("Saved as version 2.").wait_for()
@@ -133,10 +144,14 @@ def test_edit_a_policy_and_restore_an_old_version(page, world):
     diff = page.locator("#policy-diff")
     diff.get_by_text("recall_top_k").wait_for()
     assert diff.get_by_text("retention_days").is_visible()
+    screenshot(page, "policy-editor")
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Restore v1").click()
     page.get_by_text("Version 1 restored as version 3.").wait_for()
     latest = AgentPolicyVersion.objects.filter(agent=world.agent).order_by("-version").first()
-    assert latest.version == 3 and latest.policy["recall_top_k"] == 12 and latest.policy["retention_days"] is None
+    assert (
+        latest.version == 3
+        and latest.policy["recall_top_k"] == 12
+        and latest.policy["retention_days"] is None
+    )
     assert page.get_by_label("Recall top k").input_value() == "12"
-    screenshot(page, "policy-editor")
