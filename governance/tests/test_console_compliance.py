@@ -291,3 +291,29 @@ def test_policy_editor_roles(client, world):
     assert client.post(f"/policies/{world.agent.pk}/", _policy_post()).status_code == 403
     assert client.post(f"/policies/{world.agent.pk}/restore/1/").status_code == 403
     assert not AgentPolicyVersion.objects.exists()
+
+
+def test_hold_and_erasure_lists_query_count_does_not_grow_with_rows(client, world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(world.officer)
+
+    def queries(url: str) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(url, **HX).status_code == 200
+        return len(ctx)
+
+    def add(n: int) -> None:
+        for i in range(n):
+            legal_hold_place(
+                tenant=world.tenant, actor=world.officer, target="agent", agent=world.agent, reason="r"
+            )
+            erasure_request_create(
+                tenant=world.tenant, actor=world.officer, subject=f"s{i}", scope="tenant", reason="r"
+            )
+
+    add(2)
+    holds, erasures = queries("/holds/?state=all"), queries("/erasure/")
+    add(10)
+    assert queries("/holds/?state=all") == holds and queries("/erasure/") == erasures

@@ -230,3 +230,23 @@ def test_console_import_button(client, world, crm):
         "/candidates/import/", {"agent": str(world.agent.pk), "engine": "crm-engine", "subject": "jane"}, **HX
     )
     assert refused.status_code == 400 and Job.objects.filter(kind="candidates_import").count() == 1
+
+
+def test_queue_query_count_does_not_grow_with_rows(client, world):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(world.admin)
+    client.get("/candidates/", **HX)  # session and roles warm
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get("/candidates/", **HX).status_code == 200
+        return len(ctx)
+
+    for n in range(3):
+        _import(world, f"First batch {n}")
+    few = queries()
+    for n in range(20):
+        _import(world, f"Second batch {n}", agent=world.sibling if n % 2 else None)
+    assert queries() == few
