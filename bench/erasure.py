@@ -69,6 +69,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--items", type=int, default=10_000, help="items about the subject (default 10000)")
+    parser.add_argument(
+        "--profile", action="store_true", help="print the slowest SQL statements of the erasure"
+    )
     parser.add_argument("--other", type=int, default=1_000, help="items about another subject (default 1000)")
     args = parser.parse_args()
 
@@ -82,10 +85,9 @@ def main() -> None:
     from governance.services.agents import agent_create
     from governance.services.erasure import erasure_request_create, erasure_run
     from governance.services.tenancy import tenant_get_or_create
-    from memory.embeddings import get_embedder
-    from memory.enforcement import system_access
+    from memory.embeddings import embed_texts, get_embedder
     from memory.models import CausalEdge, Entity, MemoryHistory, MemoryItem, Mention, Supersession
-    from memory.services.items import MemoryDraft, memory_remember_batch
+    from memory.text import content_hash
 
     call_command("migrate", verbosity=0)
     print(f"machine: {describe()}")
@@ -110,22 +112,47 @@ def main() -> None:
     agent = Agent.objects.filter(tenant=tenant, name="erasure-agent").first() or agent_create(
         tenant=tenant, name="erasure-agent", created_by=officer
     )
-    access = system_access(agent)
     canary = f"canary{run}"
 
     began = time.perf_counter()
     if reusable is None:
+        # Rows as the write service stores them (embedding of the content, a
+        # "created" history event), inserted in bulk: the write path has its own
+        # bench (recall.py); this one measures the erasure.
         for subject, count, tag in ((SUBJECT, args.items, canary), (OTHER, args.other, "keep")):
-            for start in range(0, count, 100):
-                drafts = [
-                    MemoryDraft(
-                        content=f"{tag} note {n}: order {n % 97} shipped to depot {n % 13} after a delay",
-                        user_id=subject,
-                        session_id=f"s{n // 50}",
-                    )
-                    for n in range(start, min(start + 100, count))
+            for start in range(0, count, 500):
+                texts = [
+                    f"{tag} note {n}: order {n % 97} shipped to depot {n % 13} after a delay"
+                    for n in range(start, min(start + 500, count))
                 ]
-                memory_remember_batch(access=access, drafts=drafts)
+                vectors = embed_texts(texts)
+                rows = MemoryItem.objects.bulk_create(
+                    MemoryItem(
+                        tenant=tenant,
+                        agent=agent,
+                        user_id=subject,
+                        session_id=f"s{(start + i) // 50}",
+                        scope="user",
+                        scopes=["user"],
+                        content=text,
+                        content_hash=content_hash(text),
+                        embedding=vector,
+                        extraction_status="done",
+                    )
+                    for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))
+                )
+                MemoryHistory.objects.bulk_create(
+                    MemoryHistory(
+                        tenant=tenant,
+                        agent=agent,
+                        item_id=row.pk,
+                        event="created",
+                        actor_type="agent",
+                        new_content=row.content,
+                        details={"user_id": subject},
+                    )
+                    for row in rows
+                )
     load = time.perf_counter() - began
     items = list(MemoryItem.objects.filter(tenant=tenant, user_id=SUBJECT).values_list("pk", "embedding"))
     others = list(MemoryItem.objects.filter(tenant=tenant, user_id=OTHER).values_list("pk", "embedding"))
@@ -215,9 +242,23 @@ def main() -> None:
     request = erasure_request_create(
         tenant=tenant, actor=officer, subject=SUBJECT, scope="tenant", reason="bench"
     )
+    timings: list[tuple[float, str]] = []
+
+    def timed(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            timings.append((time.perf_counter() - t0, sql[:160]))
+
     began = time.perf_counter()
-    request = erasure_run(request_id=request.pk)
+    with connection.execute_wrapper(timed):
+        request = erasure_run(request_id=request.pk)
     elapsed = time.perf_counter() - began
+    if args.profile:
+        print(f"  SQL: {len(timings)} statements, {sum(t for t, _ in timings):.2f} s in the database")
+        for seconds, sql in sorted(timings, reverse=True)[:8]:
+            print(f"  {seconds:7.3f} s  {sql}")
     assert isinstance(request, ErasureRequest)
 
     ids = [pk for pk, _ in items]
