@@ -9,8 +9,9 @@ from providers import urls as providers_console
 
 api_patterns = [
     path("", include("governance.api.urls")),
-    path("memory/", include("memory.api.urls")),
+    # providers first: its candidates/imports must win over memory's candidates/<id>.
     path("memory/", include("providers.api.urls")),
+    path("memory/", include("memory.api.urls")),
     path("memory/", include("governance.api.memory_urls")),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

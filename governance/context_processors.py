@@ -13,10 +13,14 @@ NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
     ("Dashboard", "console:dashboard", frozenset()),
     ("Memories", "console:memories", frozenset()),
     ("Graph", "console:graph", frozenset()),
-    ("Candidates", None, frozenset()),
-    ("Holds & erasure", None, frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"})),
+    ("Candidates", "console:candidates", frozenset()),
+    (
+        "Holds & erasure",
+        "console:holds",
+        frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"}),
+    ),
     ("Engines", "console:engines", frozenset()),
-    ("Policies", None, frozenset({"platform_admin", "tenant_admin", "developer"})),
+    ("Policies", "console:policies", frozenset({"platform_admin", "tenant_admin", "developer"})),
     ("Audit", "console:audit", frozenset({"auditor"})),
     ("Agents & keys", "console:agents", frozenset()),
 ]

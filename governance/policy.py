@@ -47,6 +47,8 @@ class MemoryPolicy:
     max_classification: str = "confidential"
     allow_personal_data: bool = True
     retention_days: int | None = None
+    # Idle retention: forget an item not recalled (nor written) for this many days.
+    idle_days: int | None = None
     legal_hold: bool = False
     infer: bool = False
     shared_with: tuple[str, ...] = ()
@@ -103,11 +105,12 @@ class MemoryPolicy:
                 if not isinstance(data[key], bool):
                     raise PolicyError(key, "must be true or false")
                 values[key] = data[key]
-        if "retention_days" in data:
-            days = data["retention_days"]
-            if days is not None and (isinstance(days, bool) or not isinstance(days, int) or days < 1):
-                raise PolicyError("retention_days", "must be null or a positive integer")
-            values["retention_days"] = days
+        for key in ("retention_days", "idle_days"):
+            if key in data:
+                days = data[key]
+                if days is not None and (isinstance(days, bool) or not isinstance(days, int) or days < 1):
+                    raise PolicyError(key, "must be null or a positive integer")
+                values[key] = days
         if "recall_top_k" in data:
             top_k = data["recall_top_k"]
             if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_RECALL_TOP_K:

@@ -9,7 +9,17 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import NotFound
-from governance.models import Agent, AgentPolicyVersion, ApiKey, AuditEvent, Job, Membership, Tenant
+from governance.models import (
+    Agent,
+    AgentPolicyVersion,
+    ApiKey,
+    AuditEvent,
+    ErasureRequest,
+    Job,
+    LegalHold,
+    Membership,
+    Tenant,
+)
 from governance.models.agents import AgentPermission
 from governance.policy import DEFAULT_POLICY, MemoryPolicy, PolicyError
 
@@ -119,3 +129,57 @@ def _policy_or_default(agent_id: Any, raw: Any) -> MemoryPolicy:
     except PolicyError:
         logger.error("agent %s has an invalid stored policy; using the defaults", agent_id)
         return DEFAULT_POLICY
+
+
+def legal_holds_for(tenant: Tenant, *, active: bool | None = None) -> QuerySet[LegalHold]:
+    qs = LegalHold.objects.filter(tenant=tenant).select_related("placed_by", "released_by", "agent")
+    if active is not None:
+        qs = qs.filter(released_at__isnull=active)
+    return qs.order_by("-placed_at")
+
+
+def access_legal_hold(tenant: Tenant, hold_id: Any) -> LegalHold:
+    pk = as_uuid(hold_id)
+    hold = legal_holds_for(tenant).filter(pk=pk).first() if pk else None
+    if hold is None:
+        raise NotFound("Legal hold not found.", code="legal_hold_not_found")
+    return hold
+
+
+def erasure_requests_for(tenant: Tenant) -> QuerySet[ErasureRequest]:
+    return (
+        ErasureRequest.objects.filter(tenant=tenant)
+        .select_related("job", "requested_by", "agent")
+        .order_by("-created_at")
+    )
+
+
+def access_erasure_request(tenant: Tenant, request_id: Any) -> ErasureRequest:
+    pk = as_uuid(request_id)
+    found = erasure_requests_for(tenant).filter(pk=pk).first() if pk else None
+    if found is None:
+        raise NotFound("Erasure request not found.", code="erasure_request_not_found")
+    return found
+
+
+def policy_version_documents(agent: Agent) -> dict[int, dict[str, Any]]:
+    """Every version as one flat document (engine fields + policy keys), version 0 = defaults."""
+    docs = {0: {"engine": "builtin", "mem0_instance": "", "cognee_instance": "", **DEFAULT_POLICY.to_json()}}
+    for row in AgentPolicyVersion.objects.filter(agent=agent).order_by("version"):
+        policy = _policy_or_default(agent.pk, row.policy).to_json()
+        docs[row.version] = {
+            "engine": row.engine,
+            "mem0_instance": row.mem0_instance,
+            "cognee_instance": row.cognee_instance,
+            **policy,
+        }
+    return docs
+
+
+def policy_diff(agent: Agent, old: int, new: int) -> list[dict[str, Any]]:
+    """What changed from version ``old`` to ``new``: one row per differing key."""
+    docs = policy_version_documents(agent)
+    if old not in docs or new not in docs:
+        raise NotFound("Policy version not found.", code="policy_version_not_found")
+    a, b = docs[old], docs[new]
+    return [{"key": key, "old": a.get(key), "new": b.get(key)} for key in b if a.get(key) != b.get(key)]

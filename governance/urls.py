@@ -1,5 +1,6 @@
 from django.urls import path
 
+from governance import compliance_views as cv
 from governance import views
 
 urlpatterns = [
@@ -16,4 +17,15 @@ urlpatterns = [
     path(
         "agents/<uuid:agent_id>/keys/<uuid:key_id>/revoke/", views.agent_key_revoke, name="agent-key-revoke"
     ),
+    path("holds/", cv.holds, name="holds"),
+    path("holds/<uuid:hold_id>/release/", cv.hold_release, name="hold-release"),
+    path("erasure/", cv.erasures, name="erasures"),
+    path("erasure/<uuid:request_id>/", cv.erasure_detail, name="erasure-detail"),
+    path("erasure/<uuid:request_id>/certificate.json", cv.erasure_certificate, name="erasure-certificate"),
+    path("retention/", cv.retention, name="retention"),
+    path("retention/<uuid:agent_id>/", cv.retention_set, name="retention-set"),
+    path("policies/", cv.policies, name="policies"),
+    path("policies/<uuid:agent_id>/", cv.policy_detail, name="policy-detail"),
+    path("policies/<uuid:agent_id>/diff/", cv.policy_diff_view, name="policy-diff"),
+    path("policies/<uuid:agent_id>/restore/<int:version>/", cv.policy_restore, name="policy-restore"),
 ]

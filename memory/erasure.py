@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import apps
-from django.db import connection
+from django.db import connection, models
 from django.db.models import Q
 
 from governance.models import Tenant
@@ -54,12 +54,10 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
         idempotency += delete_idempotency_records(
             tenant_id=target.tenant_id, item_ids=[str(pk) for pk in chunk]
         )
-        # Mentions, causal edges and supersession records go with their items (CASCADE).
         touched.update(entities_of(chunk))
-        _, per_model = MemoryItem.objects.filter(pk__in=chunk).delete()
-        deleted_items += per_model.pop(MemoryItem._meta.label, 0)
-        for label, count in per_model.items():
+        for label, count in _delete_dependents(chunk).items():
             derived[label] = derived.get(label, 0) + count
+        deleted_items += _delete_rows(MemoryItem, chunk)
     # An entity name can be the subject's own name: none may outlive its last mention.
     orphans = delete_orphan_entities(target.tenant_id, touched)
     # History of the subject's items deleted earlier (forget, purge), found by the
@@ -106,6 +104,33 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
             flagged=flagged,
         )
     return result
+
+
+def _delete_dependents(item_ids: list[Any]) -> dict[str, int]:
+    """Delete every row that cascades from these items (mentions, causal edges,
+    supersessions, and whatever model points at an item later), model by model.
+
+    Listed from the model graph, so a new dependent is covered without editing this.
+    Doing it here, in one statement per model, lets the items themselves go in one
+    plain DELETE: Django's cascade collector would first load every item (with its
+    embedding) into Python, which dominated the erasure time."""
+    counts: dict[str, int] = {}
+    for relation in MemoryItem._meta.related_objects:
+        if relation.many_to_many or relation.on_delete is not models.CASCADE:
+            continue
+        model = relation.related_model
+        deleted, _ = model.objects.filter(**{f"{relation.field.name}__in": item_ids}).delete()
+        counts[model._meta.label] = counts.get(model._meta.label, 0) + deleted
+    return counts
+
+
+def _delete_rows(model: Any, ids: list[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {model._meta.db_table} WHERE {model._meta.pk.column} = ANY(%s)",  # noqa: S608 - model names
+            [list(ids)],
+        )
+        return cursor.rowcount
 
 
 def delete_idempotency_records(*, tenant_id: Any, item_ids: list[str]) -> int:

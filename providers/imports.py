@@ -18,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from core.errors import InvalidInput, NotFound
 from core.tasks import enqueue_on_commit
 from governance.models import Agent, Job, Tenant
+from governance.services.audit import audit_record, subject_hash
 from governance.services.candidates import CandidateRefused, candidate_import
 from governance.services.jobs import job_finish, job_mark_running
 from memory.text import content_hash
@@ -39,6 +40,13 @@ def candidates_import_start(
         raise InvalidInput("Invalid input: subject.", details={"fields": {"subject": ["required"]}})
     job = Job.objects.create(
         tenant=tenant, kind="candidates_import", created_by=actor if getattr(actor, "pk", None) else None
+    )
+    audit_record(
+        tenant=tenant,
+        actor=actor,
+        action="candidate.import",
+        target=agent,
+        data={"engine": engine_id, "subject_hash": subject_hash(subject), "limit": limit, "job": str(job.pk)},
     )
     enqueue_on_commit(run_candidates_import, str(job.pk), str(agent.pk), engine_id, subject, limit)
     return job

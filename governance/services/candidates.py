@@ -90,11 +90,15 @@ def candidate_import(
 
 
 def reviewer_role(actor: Any, candidate: Candidate) -> str:
-    """Who may decide: the subject themselves (a member whose username is the
-    subject) or a tenant admin acting for them; anyone else is refused."""
+    """Who may decide: the subject themselves (a member whose user id is the
+    subject) or a tenant admin acting for them; anyone else is refused.
+
+    Matched on the user's id, never the username: usernames are chosen and can be
+    renamed, so a user named like an end user's id must not gain their records."""
+    actor_id = getattr(actor, "pk", None)
     is_subject = (
-        getattr(actor, "get_username", None) is not None
-        and actor.get_username() == candidate.subject
+        actor_id is not None
+        and str(actor_id) == candidate.subject
         and Membership.objects.filter(user=actor, tenant_id=candidate.tenant_id).exists()
     )
     if is_subject:

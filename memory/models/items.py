@@ -86,6 +86,9 @@ class MemoryItem(models.Model):
     valid_from = models.DateTimeField(default=timezone.now)
     invalid_at = models.DateTimeField(null=True, blank=True)
     retention_until = models.DateTimeField(null=True, blank=True)
+    # Last time a recall or search returned the item (idle retention); refreshed at
+    # most hourly by the retrieval statement itself, so recalls stay read-cheap.
+    last_recalled_at = models.DateTimeField(null=True, blank=True)
     legal_hold = models.BooleanField(default=False)
     # Knowledge chunks (record kind ``document``) name their dataset; deleted with it.
     dataset = models.ForeignKey(

@@ -49,6 +49,19 @@ _COLUMNS = [
 ]  # fmt: skip
 
 
+# Idle retention needs the last time an item was recalled. The retrieval statement
+# records it itself (no extra round trip): only rows not touched within the last
+# hour are rewritten, so a hot item costs one write an hour, and rows another
+# transaction holds are skipped rather than waited on (no recall ever blocks or
+# deadlocks on this bookkeeping).
+_TOUCH_CTE = (
+    "touched AS (UPDATE memory_item SET last_recalled_at = now() WHERE id IN ("
+    "SELECT t.id FROM memory_item t JOIN res ON t.id = res.id "
+    "WHERE t.last_recalled_at IS NULL OR t.last_recalled_at < now() - interval '1 hour' "
+    "ORDER BY t.id FOR UPDATE OF t SKIP LOCKED) RETURNING 1)"
+)
+
+
 @dataclass(frozen=True)
 class RecallQuery:
     query: str
@@ -268,12 +281,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             where_params = [rq.min_score]
     # Every interpolated piece is a fixed fragment chosen above or SQL compiled by
     # Django; every value (vector, tsquery, ids, weights) is a bound parameter.
+    # Ties (common under rank fusion) go to the better vector rank, then the newer item.
+    order = "score DESC, vrank NULLS LAST, created_at DESC, id"
     sql = (
-        f"WITH {', '.join(ctes)}, f AS ({fused}) "  # noqa: S608
-        f"SELECT {columns}, f.vrank, f.krank, f.kscore, {similarity} AS similarity, {score} AS score "
-        f"FROM f JOIN memory_item m ON m.id = f.fid {where} "
-        # Ties (common under rank fusion) go to the better vector rank, then the newer item.
-        "ORDER BY score DESC, f.vrank NULLS LAST, m.created_at DESC, m.id LIMIT %s"
+        f"WITH {', '.join(ctes)}, f AS ({fused}), "  # noqa: S608
+        f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, {similarity} AS similarity, "
+        f"{score} AS score FROM f JOIN memory_item m ON m.id = f.fid {where} ORDER BY {order} LIMIT %s), "
+        f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
     )
     params = [*params, *select_params, *where_params, limit]
     hits = [

@@ -85,13 +85,30 @@ def test_the_subject_themselves_may_review(world, as_user, jane):
     from guardian.shortcuts import assign_perm
 
     assign_perm("governance.viewer", jane, world.agent)
-    candidate = _import(world)
+    candidate = _import(world, subject=str(jane.pk))
     response = as_user(jane).post(
         f"{URL}/{candidate.pk}/review", {"decision": "reject", "reason": "not true"}, format="json"
     )
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "rejected" and response.json()["reviewed_as"] == "subject"
     assert_error(as_user(world.admin).post(f"{URL}/{candidate.pk}/promote"), 409, "candidate_not_approved")
+
+
+def test_ownership_is_the_user_id_not_the_username(world, as_user):
+    from guardian.shortcuts import assign_perm
+
+    # A member whose username equals the subject string is not the subject.
+    namesake = f.member(world.tenant, Role.DEVELOPER, username="cust-77")
+    assign_perm("governance.viewer", namesake, world.agent)
+    candidate = _import(world, subject="cust-77")
+    body = {"decision": "approve", "reason": "mine"}
+    response = as_user(namesake).post(f"{URL}/{candidate.pk}/review", body, format="json")
+    assert_error(response, 403, "not_candidate_owner")
+    assert Candidate.objects.get().status == "pending"
+    # A record about the namesake's user id is theirs.
+    own = _import(world, subject=str(namesake.pk), content="Likes tea")
+    response = as_user(namesake).post(f"{URL}/{own.pk}/review", body, format="json")
+    assert response.status_code == 200 and response.json()["reviewed_as"] == "subject"
 
 
 def test_someone_else_cannot_review_and_promotion_needs_approval(world, as_user):

@@ -44,6 +44,36 @@ def _catalog_hits(needle: str) -> dict[str, int]:
     return hits
 
 
+def _nearest_copies(vectors: list, *, k: int = 5) -> dict[str, int]:
+    """Nearest-neighbour search with each of the subject's embeddings over every vector
+    column of every table (listed from the catalog): how many of the k nearest rows
+    carry that very embedding (cosine distance ~0), i.e. are the subject's data."""
+    found: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.table_name, c.column_name FROM information_schema.columns c
+            JOIN information_schema.tables t USING (table_schema, table_name)
+            WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE' AND c.udt_name = 'vector'
+            """
+        )
+        columns = cursor.fetchall()
+        assert ("memory_item", "embedding") in columns
+        for table, column in columns:
+            for vector in vectors:
+                literal = "[" + ",".join(f"{x:.9g}" for x in vector) + "]"
+                cursor.execute(
+                    f'SELECT count(*) FROM (SELECT "{column}" <=> %s::vector AS d FROM "{table}" '
+                    f'WHERE "{column}" IS NOT NULL ORDER BY "{column}" <=> %s::vector LIMIT %s) n '
+                    "WHERE d < 1e-6",
+                    [literal, literal, k],
+                )
+                count = cursor.fetchone()[0]
+                if count:
+                    found[f"{table}.{column}"] = found.get(f"{table}.{column}", 0) + count
+    return found
+
+
 def _erase(world, *, subject: str = SUBJECT, **fields) -> ErasureRequest:
     fields.setdefault("scope", "tenant")
     request = erasure_request_create(
@@ -109,20 +139,26 @@ def test_erasure_leaves_no_trace_of_the_canary_in_any_table(world, as_agent, acc
     subject_entities = set(Mention.objects.filter(item_id__in=ids).values_list("entity_id", flat=True))
     assert subject_entities  # the graph really holds the subject's derived rows
 
+    before_nn = _nearest_copies(vectors)
+    assert before_nn.get("memory_item.embedding", 0) >= len(vectors)  # the search can find them
+
     request = _erase(world)
 
+    after_nn = _nearest_copies(vectors)
     assert _catalog_hits(canary) == {}
     assert not MemoryItem.objects.filter(user_id=SUBJECT).exists()
     # Entities only the subject's memories named are gone with them (a name can be personal data).
     assert not Entity.objects.filter(pk__in=subject_entities, mentions__isnull=True).exists()
     assert not Mention.objects.filter(item_id__in=ids).exists()
     assert MemoryItem.objects.filter(user_id="cust-keep").count() == 1
-    # A nearest-neighbour search with the subject's own embeddings finds none of their items.
+    # A nearest-neighbour search with the subject's own embeddings (captured before the
+    # erasure) finds none of their items: before, each found its own row; after, no
+    # row in any vector column carries any of those embeddings, and no neighbour is
+    # the subject's or holds the canary.
+    assert after_nn == {}
     for vector in vectors:
-        nearest = MemoryItem.objects.order_by(CosineDistance("embedding", vector)).values_list(
-            "pk", flat=True
-        )[:5]
-        assert not set(nearest) & set(ids)
+        nearest = list(MemoryItem.objects.order_by(CosineDistance("embedding", vector))[:5])
+        assert nearest and all(n.user_id != SUBJECT and canary not in n.content for n in nearest)
     assert request.status == "completed"
     assert request.subject == ""
     certificate = request.certificate

@@ -72,3 +72,84 @@ def test_the_task_runs_the_sweep_and_is_on_the_beat_schedule(world, access):
     assert retention_task() == {"deleted": 1, "kept_held": 0}
     schedule = settings.CELERY_BEAT_SCHEDULE["memory-retention-sweep"]
     assert schedule["task"] == "memory.retention_sweep"
+
+
+def _recall(access, query: str):
+    from memory.enforcement import Keys
+    from memory.retrieval.hybrid import RecallQuery, retrieve
+
+    keys = Keys(user_id="cust-1", session_id=None, narrow=True)
+    return retrieve(access, RecallQuery(query=query, scopes=("user",), keys=keys, top_k=3))
+
+
+def test_recall_records_when_an_item_was_last_recalled_at_most_hourly(world, access):
+    hit = remember(access, "Invoices are paid by bank transfer").item
+    other = remember(access, "The office dog is called Biscuit").item
+    for n in range(4):
+        remember(access, f"Bank transfer invoice reference {n}")
+    assert MemoryItem.objects.get(pk=hit.pk).last_recalled_at is None
+    assert any(h.item.pk == hit.pk for h in _recall(access, "bank transfer invoices"))
+    first = MemoryItem.objects.get(pk=hit.pk).last_recalled_at
+    assert first is not None
+    # Recalled again within the hour: the row is not rewritten.
+    _recall(access, "bank transfer invoices")
+    assert MemoryItem.objects.get(pk=hit.pk).last_recalled_at == first
+    # An hour later it is refreshed.
+    stale = first - timedelta(hours=2)
+    MemoryItem.objects.filter(pk=hit.pk).update(last_recalled_at=stale)
+    _recall(access, "bank transfer invoices")
+    assert MemoryItem.objects.get(pk=hit.pk).last_recalled_at > stale
+    # Only what the recall returned is stamped.
+    assert MemoryItem.objects.get(pk=other.pk).last_recalled_at is None
+
+
+def test_idle_days_forget_what_nobody_recalled_and_skip_held_items(world, access):
+    from governance.services.policies import policy_version_create
+
+    policy_version_create(agent=world.agent, policy={"idle_days": 30})
+    now = timezone.now()
+    long_ago = now - timedelta(days=45)
+    idle = remember(access, "Never asked about again").item
+    recalled = remember(access, "Asked about last week").item
+    held_idle = remember(access, "Idle but under a subject hold", user_id="c-held").item
+    fresh = remember(access, "Written yesterday").item
+    MemoryItem.objects.filter(pk__in=[idle.pk, recalled.pk, held_idle.pk]).update(created_at=long_ago)
+    MemoryItem.objects.filter(pk=recalled.pk).update(last_recalled_at=now - timedelta(days=7))
+    MemoryItem.objects.filter(pk=fresh.pk).update(created_at=now - timedelta(days=1))
+    # The sibling agent has no idle policy: its old, never recalled item stays.
+    from memory.enforcement import system_access
+
+    sibling_item = remember(system_access(world.sibling), "Sibling memory, old").item
+    MemoryItem.objects.filter(pk=sibling_item.pk).update(created_at=long_ago)
+    hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="subject", subject="c-held", reason="r"
+    )
+    assert overdue_unheld_count() == 1
+
+    report = retention_sweep()
+
+    assert report.deleted == 1 and report.kept_held == 1
+    assert overdue_unheld_count() == 0
+    assert set(MemoryItem.objects.values_list("pk", flat=True)) == {
+        recalled.pk,
+        held_idle.pk,
+        fresh.pk,
+        sibling_item.pk,
+    }
+    blocked = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="retention")
+    assert blocked.data["holds"] == [str(hold.pk)]
+    # Recalled long ago counts as idle too.
+    MemoryItem.objects.filter(pk=recalled.pk).update(last_recalled_at=now - timedelta(days=31))
+    assert retention_sweep().deleted == 1
+    assert not MemoryItem.objects.filter(pk=recalled.pk).exists()
+
+
+def test_idle_days_is_validated_in_the_policy(world):
+    import pytest
+
+    from core.errors import InvalidInput
+    from governance.services.policies import policy_version_create
+
+    for bad in (0, -3, "30", True):
+        with pytest.raises(InvalidInput):
+            policy_version_create(agent=world.agent, policy={"idle_days": bad})

@@ -165,3 +165,10 @@ class FederatedRecallSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ok", "partial", "failed"])
     sources = SourceReportSerializer(many=True)
     results = FederatedGroupSerializer(many=True)
+
+
+class CandidateImportSerializer(serializers.Serializer):
+    agent_id = serializers.UUIDField()
+    engine_id = serializers.CharField(max_length=63)
+    subject = serializers.CharField(max_length=128)
+    limit = serializers.IntegerField(min_value=1, max_value=5000, default=500)

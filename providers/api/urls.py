@@ -3,6 +3,8 @@ from django.urls import path
 from providers.api import views
 
 urlpatterns = [
+    # Before memory's candidates/<id> routes (this include comes first in fedmem_site.urls).
+    path("candidates/imports", views.CandidateImportView.as_view(), name="candidate-imports"),
     path("engines", views.EngineListView.as_view(), name="engine-list"),
     path("engines/<str:engine_id>", views.EngineDetailView.as_view(), name="engine-detail"),
     path(

@@ -5,22 +5,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import BadGateway, Forbidden, InvalidInput, Unprocessable
+from core.errors import BadGateway, Forbidden, InvalidInput, NotFound, Unprocessable
 from core.health import check_database
+from governance.api.serializers import JobSerializer
 from governance.models import Role, Tenant
 from governance.models.agents import AgentPermission
 from governance.permissions import IsUser, has_role, is_agent
-from governance.selectors import access_agent
+from governance.selectors import access_agent, agents_for
 from providers import selectors, services
 from providers.api import serializers as s
 from providers.credentials import parse_ref
+from providers.imports import candidates_import_start
 from providers.models import BUILTIN_ENGINE_ID, EngineInstance
 
 HEALTH_ROLES = (Role.TENANT_ADMIN, Role.DEVELOPER, Role.SECURITY_OFFICER, Role.AUDITOR)
@@ -250,3 +252,47 @@ class FederatedRecallView(APIView):
             trace_parent=_trace_parent(request),
         )
         return Response(result)
+
+
+class CandidateImportView(APIView):
+    """Queue an import of one engine's records about one subject into the candidate
+    queue. Needs editor on the agent; progress is the returned job (GET /v1/jobs/{id})."""
+
+    permission_classes = [IsAuthenticated, IsUser]
+
+    @extend_schema(
+        tags=["candidates"],
+        summary="Import an engine's records as pending candidates (202 with the job)",
+        request=s.CandidateImportSerializer,
+        responses={
+            202: JobSerializer,
+            400: OpenApiResponse(description="Invalid input; `details.fields` names each bad field."),
+            401: OpenApiResponse(description="No or an invalid API key."),
+            403: OpenApiResponse(description="You may view the agent but not edit it."),
+            404: OpenApiResponse(description="Unknown or foreign agent."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        tenant = _tenant(request)
+        body = s.CandidateImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        agent = access_agent(request.user, data["agent_id"], AgentPermission.VIEWER)
+        if agent.tenant_id != tenant.pk:
+            raise NotFound("Agent not found.", code="agent_not_found")
+        if not agents_for(request.user, AgentPermission.EDITOR).filter(pk=agent.pk).exists():
+            raise Forbidden("Importing candidates needs editor on the agent.")
+        try:
+            job = candidates_import_start(
+                tenant=tenant,
+                agent=agent,
+                engine_id=data["engine_id"],
+                subject=data["subject"],
+                actor=request.user,
+                limit=data["limit"],
+            )
+        except NotFound:
+            raise InvalidInput(
+                "Invalid input: engine_id.", details={"fields": {"engine_id": ["no such engine instance"]}}
+            ) from None
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
