@@ -112,6 +112,9 @@ class MemoryItem(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["tenant", "agent", "-created_at"], name="memory_item_agent_recent"),
+            # The console's newest-first keyset pages over a whole tenant: without it every
+            # page sorts the tenant's rows (~300 ms at 100k items).
+            models.Index(fields=["tenant", "-created_at", "-id"], name="memory_item_tenant_recent"),
             models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
             models.Index(fields=["agent", "session_id"], name="memory_item_session"),
             # GIN's fast-update buffers new entries in a pending list that every search
