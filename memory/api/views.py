@@ -52,6 +52,7 @@ ERRORS = {
     401: OpenApiResponse(description="No or an invalid API key."),
     403: OpenApiResponse(description="Refused by the memory policy (`memory_policy_violation`) or role."),
     404: OpenApiResponse(description="Unknown or foreign agent or memory."),
+    409: OpenApiResponse(description="The agent is deactivated (`agent_inactive`)."),
 }
 
 
@@ -225,8 +226,8 @@ class ItemView(APIView):
         request=s.UpdateSerializer,
         responses={
             200: s.MemoryItemSerializer,
-            409: OpenApiResponse(description="Under legal hold."),
             **ERRORS,
+            409: OpenApiResponse(description="Under legal hold, or the agent is deactivated."),
         },
     )
     def patch(self, request: Request, agent_id: str, item_id: str) -> Response:
@@ -239,7 +240,11 @@ class ItemView(APIView):
         tags=TAG,
         summary="Forget a memory",
         request=None,
-        responses={204: None, 409: OpenApiResponse(description="Under legal hold."), **ERRORS},
+        responses={
+            204: None,
+            **ERRORS,
+            409: OpenApiResponse(description="Under legal hold, or the agent is deactivated."),
+        },
     )
     def delete(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = _access(request, agent_id)
