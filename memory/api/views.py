@@ -11,7 +11,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -95,6 +95,14 @@ def _written(outcome: item_services.WriteOutcome) -> dict[str, Any]:
     return data
 
 
+# split=true answers with the batch shape, one result per sentence.
+WRITTEN_OR_SPLIT = PolymorphicProxySerializer(
+    component_name="WrittenOrSplit",
+    serializers=[s.WrittenItemSerializer, s.BatchResponseSerializer],
+    resource_type_field_name=None,
+)
+
+
 class RememberView(generics.GenericAPIView):
     queryset = MemoryItem.objects.none()  # for the schema; reads go through memory.selectors
     serializer_class = s.MemoryItemSerializer
@@ -107,12 +115,13 @@ class RememberView(generics.GenericAPIView):
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
             201: OpenApiResponse(
-                s.WrittenItemSerializer,
+                WRITTEN_OR_SPLIT,
                 description="Stored. With split=true the body has the batch shape (created, deduplicated, "
                 "failed, results: one per sentence).",
             ),
             200: OpenApiResponse(
-                s.WrittenItemSerializer, description="An exact (or near) duplicate already existed."
+                WRITTEN_OR_SPLIT,
+                description="An exact (or near) duplicate already existed (with split=true: nothing new).",
             ),
             422: OpenApiResponse(description="Idempotency-Key reused with a different body."),
             **ERRORS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -191,7 +191,10 @@ class EngineCredentialView(APIView):
 
     @extend_schema(
         request=s.CredentialSetSerializer,
-        responses=s.CredentialStateSerializer,
+        responses={
+            200: s.CredentialStateSerializer,
+            422: OpenApiResponse(description="The engine takes no credential, or the reference is refused."),
+        },
         summary="Set or rotate your tenant's credential reference (tenant_admin); never shown back",
     )
     def put(self, request: Request, engine_id: str) -> Response:
