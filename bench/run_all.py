@@ -33,7 +33,9 @@ PLAN = {
     "load": ["--levels", "1,4,16", "--seconds", "10"],
 }
 # Lines worth carrying into the summary table.
-HEADLINE = re.compile(r"p50|p95|p99|/s\b|req/s|ratio|items/s|ms\b|recall@|accuracy|score", re.I)
+HEADLINE = re.compile(
+    r"p50|p95|p99|/s\b|ratio|items/s|ms\b|recall@|accuracy|score|^\s*\d+\s+(remember|recall|total)\b", re.I
+)
 
 
 def run(name: str, args: list[str], timeout: float) -> tuple[str, float, list[str]]:
