@@ -51,7 +51,7 @@ def _queued() -> int:
 @pytest.mark.worker
 @pytest.mark.skipif(
     not os.environ.get("FEDMEM_DRILL"),
-    reason="FEDMEM_DRILL=1 runs it: it fails today (docs/performance.md, worker-kill drill) and takes minutes",
+    reason="FEDMEM_DRILL=1 runs it: it fails today (docs/performance.md) and takes minutes",
 )
 @pytest.mark.django_db(transaction=True)
 def test_sigkilled_worker_children_lose_and_duplicate_nothing(world, worker_factory, capsys):
