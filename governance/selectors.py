@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from core.errors import NotFound
+from core.errors import Conflict, NotFound
 from governance.models import (
     Agent,
     AgentPolicyVersion,
@@ -53,6 +53,10 @@ def access_agent(principal: Any, agent_id: Any, permission: str = AgentPermissio
     agent = agents_for(principal, permission).filter(pk=pk).first() if pk else None
     if agent is None:
         raise NotFound("Agent not found.", code="agent_not_found")
+    if permission == AgentPermission.CAN_INVOKE and not agent.is_active:
+        # A deactivated agent keeps its memory for compliance, but nobody acts as it:
+        # its own keys stop working and users holding can_invoke are refused too.
+        raise Conflict("This agent is deactivated; reactivate it to use its memory.", code="agent_inactive")
     return agent
 
 

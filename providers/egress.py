@@ -78,6 +78,11 @@ class EgressUnavailable(EgressError):
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# Registry blocks newer than this Python's ipaddress tables (it calls them global).
+_NOT_GLOBAL = (
+    ipaddress.ip_network("192.0.0.8/32"),  # IPv4 dummy address, RFC 7600
+    ipaddress.ip_network("3fff::/20"),  # documentation, RFC 9637
+)
 
 
 def address_refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
@@ -99,6 +104,7 @@ def address_refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | 
         ("private", ip.is_private),
         ("shared address space (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT),
         ("site-local", isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local),
+        ("documentation", any(ip in net for net in _NOT_GLOBAL if net.version == ip.version)),
         ("not globally routable", not ip.is_global),
     )
     for label, hit in checks:
@@ -185,6 +191,11 @@ class EgressPolicy:
         resolver: Resolver | None = None,
     ) -> EgressPolicy:
         parts = urlsplit(base_url)
+        try:
+            # The client parses it again: what it would refuse later is refused here, as policy.
+            httpx.URL(base_url)
+        except httpx.InvalidURL:
+            raise EgressRefused("The engine URL is not a valid URL.", reason="url_refused") from None
         scheme = (parts.scheme or "").lower()
         if scheme not in {"http", "https"} or not parts.hostname:
             raise EgressRefused("An engine URL is http(s)://host[:port]/…", reason="scheme_refused")
@@ -375,9 +386,14 @@ class AsyncGuardedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def _netloc_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def _client_kwargs(policy: EgressPolicy, headers: dict[str, str] | None) -> dict[str, Any]:
     return {
-        "base_url": f"{policy.scheme}://{policy.host}:{policy.port}",
+        # An IPv6 literal keeps its brackets, or the URL would read its last group as the port.
+        "base_url": f"{policy.scheme}://{_netloc_host(policy.host)}:{policy.port}",
         "headers": headers or {},
         "timeout": policy.timeout,
         "follow_redirects": False,

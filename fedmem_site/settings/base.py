@@ -193,6 +193,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/v1",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.error_responses"],
     # One name per memory vocabulary, however many fields use it.
     "ENUM_NAME_OVERRIDES": {
         "MemoryScopeEnum": "core.vocabulary.Scope",

@@ -130,7 +130,7 @@ class AgentKeysView(APIView):
 class AgentKeyDetailView(APIView):
     permission_classes = [IsAuthenticated, IsUser]
 
-    @extend_schema(request=None, responses=s.ApiKeySerializer, summary="Revoke an agent key")
+    @extend_schema(request=None, responses={200: s.ApiKeySerializer}, summary="Revoke an agent key")
     def delete(self, request: Request, agent_id: str, key_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
         key = _key_or_404(keys_for_agent(agent), key_id)
@@ -226,7 +226,7 @@ class MyKeysView(APIView):
 class MyKeyDetailView(APIView):
     permission_classes = [IsAuthenticated, IsUser]
 
-    @extend_schema(request=None, responses=s.ApiKeySerializer, summary="Revoke one of your keys")
+    @extend_schema(request=None, responses={200: s.ApiKeySerializer}, summary="Revoke one of your keys")
     def delete(self, request: Request, key_id: str) -> Response:
         key = _key_or_404(ApiKey.objects.filter(user=request.user), key_id)
         return Response(s.ApiKeySerializer(agent_services.api_key_revoke(key=key, actor=request.user)).data)

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import Forbidden, NotFound
+from core.errors import Forbidden, InvalidInput, NotFound
 from core.vocabulary import RecordKind
 from governance.models import Candidate
 from governance.models.agents import AgentPermission
@@ -106,6 +106,12 @@ class CandidateListView(APIView):
             raise Forbidden("You are not a member of any tenant.", code="no_tenant")
         qs = _visible(request)
         params = request.query_params
+        for param, allowed in (("kind", RecordKind.values), ("status", Candidate.Status.values)):
+            if params.get(param) and params[param] not in allowed:
+                raise InvalidInput(
+                    f"Invalid input: {param}.",
+                    details={"fields": {param: ["must be one of " + ", ".join(allowed)]}},
+                )
         for param, field in (("provider", "provider"), ("kind", "record_kind"), ("status", "status")):
             if params.get(param):
                 qs = qs.filter(**{field: params[param]})

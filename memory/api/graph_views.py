@@ -173,8 +173,8 @@ class SupersedeView(APIView):
         request=g.SupersedeSerializer,
         responses={
             201: g.SupersedeResponseSerializer,
-            409: OpenApiResponse(description="Under legal hold."),
             **ERRORS,
+            409: OpenApiResponse(description="Under legal hold, or the agent is deactivated."),
         },
     )
     def post(self, request: Request, agent_id: str, item_id: str) -> Response:
@@ -195,8 +195,10 @@ class ReviveView(APIView):
         request=None,
         responses={
             201: g.SupersedeResponseSerializer,
-            409: OpenApiResponse(description="Under legal hold, or nothing currently supersedes it."),
             **ERRORS,
+            409: OpenApiResponse(
+                description="Under legal hold, nothing currently supersedes it, or the agent is deactivated."
+            ),
         },
     )
     def post(self, request: Request, agent_id: str, item_id: str) -> Response:

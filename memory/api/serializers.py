@@ -154,12 +154,21 @@ class BatchResponseSerializer(serializers.Serializer):
     results = BatchResultSerializer(many=True)
 
 
+class StrictBoolean(serializers.BooleanField):
+    """A query-string boolean that refuses an empty value instead of reading it as false."""
+
+    def to_internal_value(self, data):  # type: ignore[no-untyped-def]
+        if data == "":
+            self.fail("invalid", input=data)
+        return super().to_internal_value(data)
+
+
 class ListQuerySerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=Scope.choices, required=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
     session_id = _key()
     user_id = _key()
-    include_content = serializers.BooleanField(default=False)
+    include_content = StrictBoolean(default=False)
 
 
 class UpdateSerializer(serializers.Serializer):

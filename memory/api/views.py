@@ -11,7 +11,7 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -52,6 +52,7 @@ ERRORS = {
     401: OpenApiResponse(description="No or an invalid API key."),
     403: OpenApiResponse(description="Refused by the memory policy (`memory_policy_violation`) or role."),
     404: OpenApiResponse(description="Unknown or foreign agent or memory."),
+    409: OpenApiResponse(description="The agent is deactivated (`agent_inactive`)."),
 }
 
 
@@ -99,6 +100,15 @@ def written_json(outcome: item_services.WriteOutcome) -> dict[str, Any]:
     return data
 
 
+# split=true answers with the batch shape, one result per sentence; a write routed to
+# Mem0 answers with the engine's record.
+WRITTEN_OR_SPLIT = PolymorphicProxySerializer(
+    component_name="WrittenOrSplit",
+    serializers=[s.WrittenItemSerializer, s.BatchResponseSerializer, s.RoutedWriteSerializer],
+    resource_type_field_name=None,
+)
+
+
 class RememberView(generics.GenericAPIView):
     queryset = MemoryItem.objects.none()  # for the schema; reads go through memory.selectors
     serializer_class = s.MemoryItemSerializer
@@ -116,13 +126,14 @@ class RememberView(generics.GenericAPIView):
                 "queued the write: `engine.status` is queued with Mem0's `event_id`, never settled.",
             ),
             201: OpenApiResponse(
-                s.WrittenItemSerializer,
+                WRITTEN_OR_SPLIT,
                 description="Stored (or, under a mem0/hybrid policy, settled by Mem0: the body is then "
                 "`{engine: ...}`). With split=true the body has the batch shape (created, deduplicated, "
                 "failed, results: one per sentence).",
             ),
             200: OpenApiResponse(
-                s.WrittenItemSerializer, description="An exact (or near) duplicate already existed."
+                WRITTEN_OR_SPLIT,
+                description="An exact (or near) duplicate already existed (with split=true: nothing new).",
             ),
             422: OpenApiResponse(description="Idempotency-Key reused with a different body."),
             **ERRORS,
@@ -286,8 +297,8 @@ class ItemView(APIView):
         request=s.UpdateSerializer,
         responses={
             200: s.MemoryItemSerializer,
-            409: OpenApiResponse(description="Under legal hold."),
             **ERRORS,
+            409: OpenApiResponse(description="Under legal hold, or the agent is deactivated."),
         },
     )
     def patch(self, request: Request, agent_id: str, item_id: str) -> Response:
@@ -300,7 +311,11 @@ class ItemView(APIView):
         tags=TAG,
         summary="Forget a memory",
         request=None,
-        responses={204: None, 409: OpenApiResponse(description="Under legal hold."), **ERRORS},
+        responses={
+            204: None,
+            **ERRORS,
+            409: OpenApiResponse(description="Under legal hold, or the agent is deactivated."),
+        },
     )
     def delete(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = _access(request, agent_id)

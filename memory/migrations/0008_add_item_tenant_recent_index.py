@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('governance', '0008_add_candidate'),
-        ('memory', '0007_add_item_last_recalled_at'),
+        ("governance", "0008_add_candidate"),
+        ("memory", "0007_add_item_last_recalled_at"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='memoryitem',
-            index=models.Index(fields=['tenant', '-created_at', '-id'], name='memory_item_tenant_recent'),
+            model_name="memoryitem",
+            index=models.Index(fields=["tenant", "-created_at", "-id"], name="memory_item_tenant_recent"),
         ),
     ]

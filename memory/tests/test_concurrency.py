@@ -59,3 +59,102 @@ def test_concurrent_identical_writes_without_a_key_are_deduplicated(world):
     assert sorted(r.status_code for r in responses) == [200] * (THREADS - 1) + [201]
     assert len({r.json()["id"] for r in responses}) == 1
     assert MemoryItem.objects.count() == 1
+
+
+def _race(calls: list) -> list:
+    """Run each (client method, url, body) on its own thread, released together."""
+    barrier = threading.Barrier(len(calls))
+    responses: list = [None] * len(calls)
+
+    def run(index: int) -> None:
+        method, url, body = calls[index]
+        try:
+            barrier.wait(timeout=60)
+            responses[index] = method(url, body, format="json") if body is not None else method(url)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    assert all(not thread.is_alive() for thread in threads)
+    return responses
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_updates_supersedes_and_deletes_keep_one_consistent_history(world, capsys):
+    from memory.models import MemoryHistory, Supersession
+
+    secret = f.agent_key(world.agent)
+    client = bearer(secret)
+    created = client.post(
+        memories_url(world.agent),
+        {"content": "Release train leaves Monday", "user_id": "cust-7"},
+        format="json",
+    )
+    item_id = created.json()["id"]
+    url = memories_url(world.agent, f"/{item_id}")
+    calls = [(bearer(secret).patch, url, {"content": f"Release train leaves day {i}"}) for i in range(4)]
+    calls += [
+        (
+            bearer(secret).post,
+            url + "/supersede",
+            {"content": f"Release train moved to week {i}", "reason": "x"},
+        )
+        for i in range(2)
+    ]
+    responses = _race(calls)
+    statuses = [r.status_code for r in responses]
+
+    assert all(code in (200, 201, 204, 404, 409) for code in statuses), statuses
+    history = list(MemoryHistory.objects.filter(item_id=item_id).order_by("created_at", "pk"))
+    # No lost update: each change starts from the text the previous one left.
+    text = None
+    for row in history:
+        if row.event == MemoryHistory.Event.CREATED:
+            text = row.new_content
+        elif row.event == MemoryHistory.Event.UPDATED:
+            assert row.old_content == text, [(h.event, h.old_content, h.new_content) for h in history]
+            text = row.new_content
+    updates_ok = sum(
+        1
+        for (m, _, b), r in zip(calls, responses, strict=True)
+        if b and "reason" not in b and r.status_code == 200
+    )
+    assert updates_ok == sum(1 for row in history if row.event == MemoryHistory.Event.UPDATED)
+    supersedes_ok = [
+        r
+        for (_, u, _), r in zip(calls, responses, strict=True)
+        if u.endswith("supersede") and r.status_code == 201
+    ]
+    # One item can be retired once: at most one supersede wins, and its successor exists once.
+    assert len(supersedes_ok) <= 1
+    assert Supersession.objects.filter(old_item_id=item_id).count() == len(supersedes_ok)
+    assert MemoryItem.objects.get(pk=item_id).content == text
+
+    # A delete racing updates: the item is gone, and no update lands after the delete.
+    other = client.post(
+        memories_url(world.agent), {"content": "Standup at ten", "user_id": "cust-7"}, format="json"
+    )
+    other_url = memories_url(world.agent, f"/{other.json()['id']}")
+    race = [(bearer(secret).delete, other_url, None)]
+    race += [(bearer(secret).patch, other_url, {"content": f"Standup at {9 - i}"}) for i in range(3)]
+    raced = [r.status_code for r in _race(race)]
+    assert raced[0] == 204 and all(code in (200, 404) for code in raced[1:]), raced
+    events = list(
+        MemoryHistory.objects.filter(item_id=other.json()["id"])
+        .order_by("created_at", "pk")
+        .values_list("event", flat=True)
+    )
+    assert events[-1] == MemoryHistory.Event.DELETED and events.count(MemoryHistory.Event.DELETED) == 1
+    assert events.count(MemoryHistory.Event.UPDATED) == raced.count(200)
+    deleted = not MemoryItem.objects.filter(pk=other.json()["id"]).exists()
+    assert deleted
+    with capsys.disabled():
+        print(
+            f"\nconcurrency: {len(calls)} parallel writers on one item: statuses {sorted(statuses)}, "
+            f"{len(history)} history rows, {updates_ok} updates applied in one chain, "
+            f"{len(supersedes_ok)} supersede; delete vs 3 updates: {sorted(raced)}, history {events}"
+        )

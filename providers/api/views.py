@@ -193,7 +193,10 @@ class EngineCredentialView(APIView):
 
     @extend_schema(
         request=s.CredentialSetSerializer,
-        responses=s.CredentialStateSerializer,
+        responses={
+            200: s.CredentialStateSerializer,
+            422: OpenApiResponse(description="The engine takes no credential, or the reference is refused."),
+        },
         summary="Set or rotate your tenant's credential reference (tenant_admin); never shown back",
     )
     def put(self, request: Request, engine_id: str) -> Response:
