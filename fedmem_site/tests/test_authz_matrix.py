@@ -56,6 +56,7 @@ from governance.services.jobs import self_check_start
 from governance.tests import factories as f
 from memory.enforcement import system_access
 from memory.services.items import MemoryDraft, memory_forget, memory_remember
+from memory.services.knowledge import knowledge_dataset_delete, knowledge_ingest
 from memory.services.sessions import session_message_append
 from memory.text import content_hash
 
@@ -221,6 +222,16 @@ def probe(world, engine_server, settings) -> Probe:
     gone_hold = hold(w.tenant, w.officer, w.agent)
     LegalHold.objects.filter(pk=gone_hold).delete()
 
+    def dataset(agent, name: str, text: str) -> str:
+        knowledge_ingest(access=system_access(agent), texts=[text], dataset_name=name)
+        return name
+
+    own_dataset = dataset(w.agent, "own-docs", "Own dataset: the invoice desk handbook.")
+    sibling_dataset = dataset(w.sibling, "sibling-docs", "Sibling dataset marker zebra-lantern-docs.")
+    foreign_dataset = dataset(w.foreign_agent, "globex-docs", "Foreign dataset marker globex-orchid-docs.")
+    gone_dataset = dataset(w.agent, "gone-docs", "Deleted dataset marker quartz-heron-docs.")
+    knowledge_dataset_delete(access=system_access(w.agent), name=gone_dataset)
+
     gone_job = self_check_start(tenant=w.tenant, requested_by=w.owner)
     gone_job_id = str(gone_job.pk)
     Job.objects.filter(pk=gone_job.pk).delete()
@@ -287,6 +298,13 @@ def probe(world, engine_server, settings) -> Probe:
             "foreign": str(self_check_start(tenant=w.other_tenant, requested_by=w.outsider).pk),
             "deleted": gone_job_id,
             "nonexistent": str(uuid.uuid4()),
+        },
+        "dataset_id": {
+            "own": own_dataset,
+            "sibling": sibling_dataset,
+            "foreign": foreign_dataset,
+            "deleted": gone_dataset,
+            "nonexistent": "no-such-docs",
         },
         "engine_id": {
             "own": "acme-custom",
@@ -426,8 +444,9 @@ def test_every_operation_has_a_matrix_row(db):
 def test_authorization_matrix(probe, capsys):
     matrix = load_matrix()
     operations = [op for op in api_operations() if op in matrix]  # the meta-test names the rest
-    if os.environ.get("FEDMEM_AUTHZ_ONLY"):  # while working on one route
-        operations = [op for op in operations if os.environ["FEDMEM_AUTHZ_ONLY"] in op]
+    if os.environ.get("FEDMEM_AUTHZ_ONLY"):  # while working on some routes: "part|part"
+        parts = os.environ["FEDMEM_AUTHZ_ONLY"].split("|")
+        operations = [op for op in operations if any(part in op for part in parts)]
     observed: dict[tuple[str, str, str], int] = {}
     mismatches: list[str] = []
     leaks: list[str] = []

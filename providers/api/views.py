@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import BadGateway, Forbidden, InvalidInput, NotFound, Unprocessable
+from core.errors import BadGateway, Conflict, Forbidden, InvalidInput, NotFound, Unprocessable
 from core.health import check_database
 from governance.api.serializers import JobSerializer
 from governance.models import Role, Tenant
@@ -273,6 +273,7 @@ class CandidateImportView(APIView):
             401: OpenApiResponse(description="No or an invalid API key."),
             403: OpenApiResponse(description="You may view the agent but not edit it."),
             404: OpenApiResponse(description="Unknown or foreign agent."),
+            409: OpenApiResponse(description="The agent is deactivated (`agent_inactive`)."),
         },
     )
     def post(self, request: Request) -> Response:
@@ -285,6 +286,11 @@ class CandidateImportView(APIView):
             raise NotFound("Agent not found.", code="agent_not_found")
         if not agents_for(request.user, AgentPermission.EDITOR).filter(pk=agent.pk).exists():
             raise Forbidden("Importing candidates needs editor on the agent.")
+        if not agent.is_active:
+            # Candidates are promoted into the agent's memory, which nobody may use any more.
+            raise Conflict(
+                "This agent is deactivated; reactivate it to import into it.", code="agent_inactive"
+            )
         try:
             job = candidates_import_start(
                 tenant=tenant,
