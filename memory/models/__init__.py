@@ -1,4 +1,4 @@
-from .graph import CausalEdge, Entity, Mention, Supersession
+from .graph import CausalEdge, ContradictionDecision, Entity, Mention, SpanLink, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
 from .items import EMBEDDING_DIMENSIONS, MemoryItem
@@ -7,11 +7,13 @@ from .sessions import SessionMessage
 __all__ = [
     "EMBEDDING_DIMENSIONS",
     "CausalEdge",
+    "ContradictionDecision",
     "Entity",
     "IdempotencyRecord",
     "MemoryHistory",
     "MemoryItem",
     "Mention",
     "SessionMessage",
+    "SpanLink",
     "Supersession",
 ]

@@ -1,37 +1,48 @@
 """Traversal of the memory graph, always inside what the caller may read.
 
 Every step is a SQL query whose item side is :func:`memory.enforcement.visible_q`
-(tenant, scopes, classification, ``as_of`` validity, retention): entities and
-edges are only ever reached through items the caller can see, so a same-named
-entity in another tenant (a different row) is never a bridge, and nothing here
-writes. Work is bounded by ``max_depth``/``hops`` and ``max_visited``.
+(tenant, scopes, classification, ``as_of`` validity, retention), joined on the
+item row of each edge or mention reached: entities and edges are only ever reached
+through items the caller can see, so a same-named entity in another tenant (a
+different row) is never a bridge, and nothing here writes. Work is bounded by
+``max_depth``/``hops`` and ``max_visited``.
 
-Span linking: edge A continues into edge B (A.effect is B.cause) when their
-normalized content lemmas overlap enough (Jaccard >= ``TERM_OVERLAP``) or their
-span embeddings reach ``FEDMEM_SPAN_LINK_THRESHOLD`` cosine similarity.
+Causal continuations follow the span links stored at extraction time
+(:mod:`memory.extraction.links`): a walk issues one set-based query per hop for
+the whole frontier, whatever its width.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from django.conf import settings
-from django.db.models import Q, Subquery
-from pgvector.django import CosineDistance
+from django.db.models import Q
 
 from core.errors import NotFound
 from governance.selectors import as_uuid
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.extraction.links import matching_spans, span_match
 from memory.extraction.pipeline import span_terms
-from memory.models import CausalEdge, MemoryItem, Mention
+from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.retrieval.hybrid import RecallQuery, retrieve
 
-TERM_OVERLAP = 0.5
 EFFECTS, CAUSES = "effects", "causes"
+LIGHT = ("id", "item_id", "cause", "effect", "cue")
+
+
+def prefixed(q: Q, prefix: str) -> Q:
+    """``q`` (a condition on MemoryItem) as a condition on a relation reaching it
+    through ``prefix`` (for example ``"item__"``): a plain join, not a subquery."""
+    out = Q()
+    out.connector, out.negated = q.connector, q.negated
+    out.children = [
+        prefixed(child, prefix) if isinstance(child, Q) else (prefix + child[0], child[1])
+        for child in q.children
+    ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -45,55 +56,55 @@ class View:
         return MemoryItem.objects.filter(self.q)
 
     def edges(self) -> Any:
-        return CausalEdge.objects.filter(
-            tenant_id=self.access.tenant_id, item_id__in=Subquery(self.items().values("pk"))
+        return CausalEdge.objects.filter(prefixed(self.q, "item__"), tenant_id=self.access.tenant_id)
+
+    def links(self, edge_ids: list[int], direction: str) -> list[tuple[int, CausalEdge, float]]:
+        """(from edge, visible next edge, score) for every stored link leaving
+        ``edge_ids`` in ``direction``, best first per edge: one query for a frontier."""
+        if not edge_ids:
+            return []
+        near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
+        rows = (
+            SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
+            .filter(**{f"{near}_id__in": edge_ids})
+            .values_list(
+                f"{near}_id",
+                f"{far}_id",
+                "score",
+                f"{far}__item_id",
+                f"{far}__cause",
+                f"{far}__effect",
+                f"{far}__cue",
+            )
         )
+        out = []
+        for src, dst, score, item_id, cause, effect, cue in rows:
+            edge = CausalEdge(pk=dst, item_id=item_id, cause=cause, effect=effect, cue=cue)
+            out.append((src, edge, score))
+        out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
+        return out
 
 
 @dataclass(frozen=True)
 class Span:
     text: str
-    terms: frozenset[str]
+    terms: list[str]
     vector: Any
 
 
 def span_of(text: str) -> Span:
-    return Span(text, frozenset(span_terms([text])[0]), embed_texts([text])[0])
-
-
-def _cause(edge: CausalEdge) -> Span:
-    return Span(edge.cause, frozenset(edge.cause_terms), np.asarray(edge.cause_embedding))
-
-
-def _effect(edge: CausalEdge) -> Span:
-    return Span(edge.effect, frozenset(edge.effect_terms), np.asarray(edge.effect_embedding))
-
-
-def _cosine(a: Any, b: Any) -> float:
-    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b)) or 1.0
-    return float(np.dot(a, b) / denom)
+    return Span(text, span_terms([text])[0], embed_texts([text])[0])
 
 
 def same_event(a: Span, b: Span) -> bool:
-    if a.terms and b.terms and len(a.terms & b.terms) / len(a.terms | b.terms) >= TERM_OVERLAP:
-        return True
-    return _cosine(a.vector, b.vector) >= settings.FEDMEM_SPAN_LINK_THRESHOLD
+    return span_match(a.terms, a.vector, b.terms, b.vector) is not None
 
 
-def linked_edges(view: View, span: Span, *, side: str, exclude: set[int], limit: int) -> list[CausalEdge]:
+def linked_edges(view: View, span: Span, *, side: str, limit: int) -> list[CausalEdge]:
     """Visible edges whose ``side`` ("cause" or "effect") names the same event as ``span``."""
-    terms_field, vector_field = f"{side}_terms", f"{side}_embedding"
-    threshold = settings.FEDMEM_SPAN_LINK_THRESHOLD
-    candidates = (
-        view.edges()
-        .exclude(pk__in=exclude)
-        .annotate(distance=CosineDistance(vector_field, span.vector))
-        .filter(Q(**{f"{terms_field}__overlap": sorted(span.terms)}) | Q(distance__lte=1 - threshold))
-        .order_by("distance", "id")[: limit * 4]
-    )
-    pick = _cause if side == "cause" else _effect
-    return [edge for edge in candidates if same_event(span, pick(edge))][:limit]
+    matches = matching_spans(view.edges(), side=side, terms=span.terms, vector=span.vector, limit=limit)
+    rows = {e.pk: e for e in view.edges().filter(pk__in=[m.edge_id for m in matches]).only(*LIGHT)}
+    return [rows[m.edge_id] for m in matches if m.edge_id in rows]
 
 
 def _edge_json(edge: CausalEdge, depth: int, parent: int | None) -> dict[str, Any]:
@@ -125,6 +136,7 @@ class Walk:
 
     hops: list[dict[str, Any]] = field(default_factory=list)
     edges: dict[int, CausalEdge] = field(default_factory=dict)
+    parents: dict[int, int | None] = field(default_factory=dict)
     terminals: list[CausalEdge] = field(default_factory=list)
     truncated: bool = False
 
@@ -132,11 +144,11 @@ class Walk:
 def _origin_edges(view: View, direction: str, item_id: Any, content: str | None, limit: int) -> list[Any]:
     if item_id is not None:
         item = visible_item(view, item_id)
-        return list(view.edges().filter(item_id=item.pk).order_by("id"))
+        return list(view.edges().filter(item_id=item.pk).only(*LIGHT).order_by("id"))
     assert content is not None
     # effects of X: edges whose cause is X; causes of X: edges whose effect is X.
     side = "cause" if direction == EFFECTS else "effect"
-    return linked_edges(view, span_of(content), side=side, exclude=set(), limit=limit)
+    return linked_edges(view, span_of(content), side=side, limit=limit)
 
 
 def walk(
@@ -147,38 +159,44 @@ def walk(
     max_depth: int,
     max_visited: int,
     pruned: frozenset[int] = frozenset(),
+    goal: frozenset[int] = frozenset(),
 ) -> Walk:
+    """Breadth-first, one links query per depth. Stops early when an edge of ``goal``
+    is reached (then ``hops`` ends with it)."""
     result = Walk()
-    queue: deque[tuple[CausalEdge, int, int | None]] = deque()
+    level: list[CausalEdge] = []
     for edge in start:
         if edge.pk not in pruned and edge.pk not in result.edges and len(result.edges) < max_visited:
-            result.edges[edge.pk] = edge
-            queue.append((edge, 1, None))
-    while queue:
-        edge, depth, parent = queue.popleft()
-        result.hops.append(_edge_json(edge, depth, parent))
-        if direction == EFFECTS:
-            following = linked_edges(
-                view, _effect(edge), side="cause", exclude={edge.pk, *pruned}, limit=max_visited
-            )
-        else:
-            following = linked_edges(
-                view, _cause(edge), side="effect", exclude={edge.pk, *pruned}, limit=max_visited
-            )
-        if not following:
-            result.terminals.append(edge)
-            continue
-        if depth >= max_depth:
-            result.truncated = True
-            continue
-        for nxt in following:
-            if nxt.pk in result.edges:
+            result.edges[edge.pk], result.parents[edge.pk] = edge, None
+            level.append(edge)
+    depth = 1
+    while level:
+        following: dict[int, list[CausalEdge]] = defaultdict(list)
+        for src, nxt, _score in view.links([e.pk for e in level], direction):
+            if nxt.pk != src and nxt.pk not in pruned:
+                following[src].append(nxt)
+        upcoming: list[CausalEdge] = []
+        for edge in level:
+            result.hops.append(_edge_json(edge, depth, result.parents[edge.pk]))
+            if edge.pk in goal:
+                return result
+            nexts = following.get(edge.pk, [])
+            if not nexts:
+                result.terminals.append(edge)
                 continue
-            if len(result.edges) >= max_visited:
+            if depth >= max_depth:
                 result.truncated = True
-                break
-            result.edges[nxt.pk] = nxt
-            queue.append((nxt, depth + 1, edge.pk))
+                continue
+            for nxt in nexts:
+                if nxt.pk in result.edges:
+                    continue
+                if len(result.edges) >= max_visited:
+                    result.truncated = True
+                    break
+                result.edges[nxt.pk], result.parents[nxt.pk] = nxt, edge.pk
+                upcoming.append(nxt)
+        level = upcoming
+        depth += 1
     return result
 
 
@@ -211,32 +229,20 @@ def trace(
 
 def causal_chain(view: View, *, source: str, target: str, max_depth: int, max_visited: int) -> Any:
     """The shortest chain of asserted edges from ``source`` to ``target``, or None."""
-    goal = span_of(target)
-    start = linked_edges(view, span_of(source), side="cause", exclude=set(), limit=max_visited)
-    parents: dict[int, int | None] = {}
-    edges: dict[int, CausalEdge] = {}
-    queue: deque[tuple[CausalEdge, int]] = deque()
-    for edge in start:
-        parents[edge.pk], edges[edge.pk] = None, edge
-        queue.append((edge, 1))
-    while queue:
-        edge, depth = queue.popleft()
-        if same_event(_effect(edge), goal):
-            path = []
-            at: int | None = edge.pk
-            while at is not None:
-                path.append(edges[at])
-                at = parents[at]
-            path.reverse()
-            return [_edge_json(e, i + 1, path[i - 1].pk if i else None) for i, e in enumerate(path)]
-        if depth >= max_depth:
-            continue
-        for nxt in linked_edges(view, _effect(edge), side="cause", exclude=set(edges), limit=max_visited):
-            if len(edges) >= max_visited:
-                break
-            parents[nxt.pk], edges[nxt.pk] = edge.pk, nxt
-            queue.append((nxt, depth + 1))
-    return None
+    goal = frozenset(e.pk for e in linked_edges(view, span_of(target), side="effect", limit=max_visited))
+    if not goal:
+        return None
+    start = linked_edges(view, span_of(source), side="cause", limit=max_visited)
+    result = walk(view, start, direction=EFFECTS, max_depth=max_depth, max_visited=max_visited, goal=goal)
+    if not result.hops or result.hops[-1]["edge_id"] not in goal:
+        return None
+    path = []
+    at: int | None = result.hops[-1]["edge_id"]
+    while at is not None:
+        path.append(result.edges[at])
+        at = result.parents[at]
+    path.reverse()
+    return [_edge_json(e, i + 1, path[i - 1].pk if i else None) for i, e in enumerate(path)]
 
 
 # --- what if ----------------------------------------------------------------------
@@ -248,7 +254,7 @@ def what_if(
     """Hypothetically remove one fact: which reached spans lose every causal path from
     ``origin`` (collapsed) and which another path still supports (survived). Reads only."""
     item = visible_item(view, item_id)
-    pruned_edges = list(view.edges().filter(item_id=item.pk).order_by("id"))
+    pruned_edges = list(view.edges().filter(item_id=item.pk).only(*LIGHT).order_by("id"))
     pruned = frozenset(e.pk for e in pruned_edges)
     start = _origin_edges(view, direction, None, origin, max_visited)
     full = walk(view, start, direction=direction, max_depth=max_depth, max_visited=max_visited)
@@ -261,14 +267,21 @@ def what_if(
         view, [e for e in pruned_edges if e.pk in full.edges], direction=direction,
         max_depth=max_depth, max_visited=max_visited,
     )  # fmt: skip
-    pick = _effect if direction == EFFECTS else _cause
+    side = "effect" if direction == EFFECTS else "cause"
+    ids = {*affected_walk.edges, *without.edges}
+    spans = {
+        pk: Span(text, terms, vector)
+        for pk, text, terms, vector in CausalEdge.objects.filter(pk__in=ids).values_list(
+            "pk", side, f"{side}_terms", f"{side}_embedding"
+        )
+    }
     collapsed, survived, seen = [], [], set()
     for edge in affected_walk.edges.values():
-        span = pick(edge)
+        span = spans[edge.pk]
         if span.text in seen:
             continue
         seen.add(span.text)
-        supporters = [e for e in without.edges.values() if same_event(span, pick(e))]
+        supporters = [e for e in without.edges.values() if same_event(span, spans[e.pk])]
         entry = {"span": span.text, "item_id": str(edge.item_id)}
         if supporters:
             survived.append({**entry, "supported_by": sorted({str(e.item_id) for e in supporters})})
@@ -297,6 +310,79 @@ class Found:
     score: float = 0.0
 
 
+# Entity bridges read at most this many mentions per frontier entity: a hub entity
+# ("the service") named by thousands of facts bridges to its first ones only.
+BRIDGES_PER_ENTITY = 20
+
+
+def _causal_step(found: dict[Any, Found], view: View, frontier: list[Any], room: int, hop: int) -> list[Any]:
+    """Items whose edges continue (either way) an edge a frontier item asserts."""
+    edges = list(view.edges().filter(item_id__in=frontier).only(*LIGHT).order_by("id"))
+    ids = [e.pk for e in edges]
+    out_links: dict[int, list[CausalEdge]] = defaultdict(list)
+    in_links: dict[int, list[CausalEdge]] = defaultdict(list)
+    for src, other, _score in view.links(ids, EFFECTS):
+        out_links[src].append(other)
+    for src, other, _score in view.links(ids, CAUSES):
+        in_links[src].append(other)
+    nxt: list[Any] = []
+    for edge in edges:
+        for span, others, side in ((edge.effect, out_links, "cause"), (edge.cause, in_links, "effect")):
+            for other in others.get(edge.pk, []):
+                if other.item_id in found or room <= 0:
+                    continue
+                step = {
+                    "from_item": str(edge.item_id),
+                    "to_item": str(other.item_id),
+                    "bridge": "causal",
+                    "link": {"from": span, "to": other.cause if side == "cause" else other.effect},
+                }
+                parent = found[edge.item_id]
+                found[other.item_id] = Found(None, hop, parent.seed_id, [*parent.path, step], "causal")  # type: ignore[arg-type]
+                nxt.append(other.item_id)
+                room -= 1
+    return nxt
+
+
+def _entity_step(
+    found: dict[Any, Found], view: View, access: MemoryAccess, frontier: list[Any], room: int, hop: int
+) -> list[Any]:
+    """Other visible items mentioning an entity a frontier item mentions."""
+    sources: dict[int, Any] = {}
+    for entity_id, item_id in (
+        Mention.objects.filter(tenant_id=access.tenant_id, item_id__in=frontier)
+        .order_by("item_id", "entity_id")
+        .values_list("entity_id", "item_id")
+    ):
+        sources.setdefault(entity_id, item_id)
+    if not sources:
+        return []
+    visible = prefixed(view.q, "item__")
+    per_entity = [
+        Mention.objects.filter(visible, tenant_id=access.tenant_id, entity_id=entity_id)
+        .exclude(item_id__in=frontier)
+        .order_by("item_id")
+        .values_list("entity_id", "item_id", "entity__name")[:BRIDGES_PER_ENTITY]
+        for entity_id in sorted(sources)
+    ]
+    rows = per_entity[0].union(*per_entity[1:], all=True) if len(per_entity) > 1 else per_entity[0]
+    nxt: list[Any] = []
+    for entity_id, item_id, name in sorted(rows, key=lambda r: (r[0], str(r[1]))):
+        if item_id in found or room <= 0:
+            continue
+        parent = found[sources[entity_id]]
+        step = {
+            "from_item": str(sources[entity_id]),
+            "to_item": str(item_id),
+            "bridge": "entity",
+            "entity": name,
+        }
+        found[item_id] = Found(None, hop, parent.seed_id, [*parent.path, step], "entity")  # type: ignore[arg-type]
+        nxt.append(item_id)
+        room -= 1
+    return nxt
+
+
 def discover(
     access: MemoryAccess,
     seeds_query: RecallQuery,
@@ -315,65 +401,10 @@ def discover(
     for hop in range(1, hops + 1):
         if not frontier or len(found) >= max_visited:
             break
-        nxt: list[Any] = []
+        nxt = _causal_step(found, view, frontier, max_visited - len(found), hop)
         room = max_visited - len(found)
-        # Causal continuations: edges asserted by frontier items, linked both ways.
-        for edge in view.edges().filter(item_id__in=frontier).order_by("id"):
-            for side, span in (("cause", _effect(edge)), ("effect", _cause(edge))):
-                for other in linked_edges(view, span, side=side, exclude={edge.pk}, limit=room):
-                    if other.item_id in found or room <= 0:
-                        continue
-                    step = {
-                        "from_item": str(edge.item_id),
-                        "to_item": str(other.item_id),
-                        "bridge": "causal",
-                        "link": {"from": span.text, "to": other.cause if side == "cause" else other.effect},
-                    }
-                    parent = found[edge.item_id]
-                    found[other.item_id] = Found(
-                        None,
-                        hop,
-                        parent.seed_id,
-                        [*parent.path, step],
-                        "causal",  # type: ignore[arg-type]
-                    )
-                    nxt.append(other.item_id)
-                    room -= 1
-        # Entity bridges: another visible item mentioning an entity a frontier item mentions.
         if room > 0:
-            frontier_mentions = Mention.objects.filter(tenant_id=access.tenant_id, item_id__in=frontier)
-            bridges = (
-                Mention.objects.filter(
-                    tenant_id=access.tenant_id,
-                    entity_id__in=Subquery(frontier_mentions.values("entity_id")),
-                    item_id__in=Subquery(view.items().values("pk")),
-                )
-                .exclude(item_id__in=list(found))
-                .select_related("entity")
-                .order_by("entity_id", "item_id")
-            )
-            sources: dict[int, Any] = {}
-            for m in frontier_mentions.order_by("item_id"):
-                sources.setdefault(m.entity_id, m.item_id)
-            for mention in bridges[: room * 4]:
-                if mention.item_id in found or room <= 0:
-                    continue
-                parent = found[sources[mention.entity_id]]
-                step = {
-                    "from_item": str(parent.item.pk if parent.item else sources[mention.entity_id]),
-                    "to_item": str(mention.item_id),
-                    "bridge": "entity",
-                    "entity": mention.entity.name,
-                }
-                found[mention.item_id] = Found(
-                    None,
-                    hop,
-                    parent.seed_id,
-                    [*parent.path, step],
-                    "entity",  # type: ignore[arg-type]
-                )
-                nxt.append(mention.item_id)
-                room -= 1
+            nxt += _entity_step(found, view, access, frontier, room, hop)
         # Rows for the newly found ids, in one query (visibility already holds).
         rows = {i.pk: i for i in view.items().filter(pk__in=nxt).defer("embedding", "search_vector")}
         for pk in nxt:
@@ -387,6 +418,6 @@ def discover(
 
 def relations_of(item_ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
     out: dict[Any, list[dict[str, Any]]] = {pk: [] for pk in item_ids}
-    for edge in CausalEdge.objects.filter(item_id__in=item_ids).order_by("id"):
+    for edge in CausalEdge.objects.filter(item_id__in=item_ids).only(*LIGHT).order_by("id"):
         out[edge.item_id].append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue})
     return out
