@@ -65,35 +65,31 @@ def matching_spans(
     edges: Any, *, side: str, terms: list[str], vector: Any, exclude: int | None = None, limit: int = FANOUT
 ) -> list[Match]:
     """Edges of ``edges`` (a queryset) whose ``side`` span names the same event as
-    (``terms``, ``vector``), best first: the nearest by HNSW plus those sharing terms."""
+    (``terms``, ``vector``), best first: the nearest by HNSW plus those sharing terms.
+    Similarity is computed by the database; no vector travels back."""
     terms_field, vector_field = f"{side}_terms", f"{side}_embedding"
     base = edges.exclude(pk=exclude) if exclude is not None else edges
-    fields = ("pk", terms_field, vector_field)
+    base = base.annotate(distance=CosineDistance(vector_field, vector))
+    fields = ("pk", terms_field, "distance")
     with transaction.atomic(), connection.cursor() as cursor:
         # The HNSW scan yields at most ef_search rows before the tenant and
         # visibility filters apply: ask for enough.
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, max(40, limit * 4))])
-        nearest = list(
-            base.annotate(distance=CosineDistance(vector_field, vector))
-            .order_by("distance")
-            .values_list(*fields)[: limit * 2]
-        )
-    sharing = (
-        list(
-            base.filter(**{f"{terms_field}__overlap": terms})
-            .order_by("-pk")
-            .values_list(*fields)[:TERM_CANDIDATES]
-        )
-        if terms
-        else []
-    )
+        nearest = list(base.order_by("distance").values_list(*fields)[: limit * 2])
+    sharing = []
+    if terms:
+        overlapping = base.filter(**{f"{terms_field}__overlap": terms}).order_by("-pk")
+        sharing = list(overlapping.values_list(*fields)[:TERM_CANDIDATES])
+    threshold = settings.FEDMEM_SPAN_LINK_THRESHOLD
     found: dict[int, Match] = {}
-    for pk, other_terms, other_vector in [*nearest, *sharing]:
+    for pk, other_terms, distance in [*nearest, *sharing]:
         if pk in found:
             continue
-        match = span_match(terms, vector, other_terms, other_vector)
-        if match is not None:
-            found[pk] = Match(pk, match.method, match.score)
+        overlap = jaccard(terms, other_terms)
+        if overlap >= TERM_OVERLAP:
+            found[pk] = Match(pk, SpanLink.Method.TERMS, overlap)
+        elif distance is not None and 1 - distance >= threshold:
+            found[pk] = Match(pk, SpanLink.Method.VECTOR, 1 - distance)
     return sorted(found.values(), key=lambda m: (-m.score, m.edge_id))[:limit]
 
 

@@ -164,6 +164,11 @@ class SpanLink(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["source", "target"], name="memory_span_link_unique"),
         ]
+        # A walk reads each edge's best links first, in either direction.
+        indexes = [
+            models.Index(fields=["source", "-score", "target"], name="memory_span_link_out"),
+            models.Index(fields=["target", "-score", "source"], name="memory_span_link_in"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.source_id} -> {self.target_id}"

@@ -18,13 +18,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q
 
 from core.errors import NotFound
 from governance.selectors import as_uuid
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
-from memory.extraction.links import matching_spans, span_match
+from memory.extraction.links import FANOUT, matching_spans, span_match
 from memory.extraction.pipeline import span_terms
 from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.retrieval.hybrid import RecallQuery, retrieve
@@ -58,31 +59,68 @@ class View:
     def edges(self) -> Any:
         return CausalEdge.objects.filter(prefixed(self.q, "item__"), tenant_id=self.access.tenant_id)
 
-    def links(self, edge_ids: list[int], direction: str) -> list[tuple[int, CausalEdge, float]]:
-        """(from edge, visible next edge, score) for every stored link leaving
-        ``edge_ids`` in ``direction``, best first per edge: one query for a frontier."""
-        if not edge_ids:
+    def edge_rows(self, qs: Any) -> list[Edge]:
+        return [Edge(*row) for row in qs.values_list(*LIGHT)]
+
+    def links(
+        self, edge_ids: list[int], direction: str, per_edge: int, exclude: frozenset[int] = frozenset()
+    ) -> list[tuple[int, Edge, float]]:
+        """(from edge, visible next edge, score) for the best ``per_edge`` stored links
+        leaving each of ``edge_ids`` in ``direction``: one query for a whole frontier,
+        whose size is bounded by the frontier, not by the graph."""
+        if not edge_ids or per_edge <= 0:
             return []
         near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
-        rows = (
+        # The per-edge query, written by the ORM (visibility joined on the far edge's
+        # item), then run once per frontier edge as a LATERAL subquery: with the
+        # (edge, -score) index each reads its best links in order and stops at the
+        # limit, so a hub edge costs no more than any other.
+        inner = (
             SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
-            .filter(**{f"{near}_id__in": edge_ids})
+            .filter(**{f"{near}_id": _SENTINEL})
+            .exclude(**{f"{far}_id__in": sorted(exclude)})
+            .order_by("-score", f"{far}_id")
             .values_list(
-                f"{near}_id",
-                f"{far}_id",
-                "score",
-                f"{far}__item_id",
-                f"{far}__cause",
-                f"{far}__effect",
-                f"{far}__cue",
-            )
+                "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
+            )[:per_edge]
         )
-        out = []
-        for src, dst, score, item_id, cause, effect, cue in rows:
-            edge = CausalEdge(pk=dst, item_id=item_id, cause=cause, effect=effect, cue=cue)
-            out.append((src, edge, score))
+        rows = _lateral(inner, edge_ids)
+        out = [(src, Edge(*edge), score) for src, score, *edge in rows]
         out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
         return out
+
+
+# Stands for the frontier row in a per-row query (never an id).
+_SENTINEL = -7_000_000_000_001
+
+
+def _lateral(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``inner`` (an ORM queryset filtered on ``_SENTINEL``) once per id of
+    ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
+    sql, params = inner.query.sql_with_params()
+    params = list(params)
+    at = params.index(_SENTINEL)
+    parts = sql.split("%s")
+    sql = "%s".join(parts[: at + 1]) + "frontier.id" + "%s".join(parts[at + 1 :])
+    del params[at]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT frontier.id, x.* FROM unnest(%s::bigint[]) AS frontier(id) "  # noqa: S608 - ORM-built
+            f"CROSS JOIN LATERAL ({sql}) AS x",
+            [list(ids), *params],
+        )
+        return cursor.fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """What traversal reads of a causal edge (no vectors)."""
+
+    pk: int
+    item_id: Any
+    cause: str
+    effect: str
+    cue: str
 
 
 @dataclass(frozen=True)
@@ -100,10 +138,10 @@ def same_event(a: Span, b: Span) -> bool:
     return span_match(a.terms, a.vector, b.terms, b.vector) is not None
 
 
-def linked_edges(view: View, span: Span, *, side: str, limit: int) -> list[CausalEdge]:
+def linked_edges(view: View, span: Span, *, side: str, limit: int) -> list[Edge]:
     """Visible edges whose ``side`` ("cause" or "effect") names the same event as ``span``."""
     matches = matching_spans(view.edges(), side=side, terms=span.terms, vector=span.vector, limit=limit)
-    rows = {e.pk: e for e in view.edges().filter(pk__in=[m.edge_id for m in matches]).only(*LIGHT)}
+    rows = {e.pk: e for e in view.edge_rows(view.edges().filter(pk__in=[m.edge_id for m in matches]))}
     return [rows[m.edge_id] for m in matches if m.edge_id in rows]
 
 
@@ -135,16 +173,16 @@ class Walk:
     """One bounded breadth-first walk over causal edges."""
 
     hops: list[dict[str, Any]] = field(default_factory=list)
-    edges: dict[int, CausalEdge] = field(default_factory=dict)
+    edges: dict[int, Edge] = field(default_factory=dict)
     parents: dict[int, int | None] = field(default_factory=dict)
-    terminals: list[CausalEdge] = field(default_factory=list)
+    terminals: list[Edge] = field(default_factory=list)
     truncated: bool = False
 
 
 def _origin_edges(view: View, direction: str, item_id: Any, content: str | None, limit: int) -> list[Any]:
     if item_id is not None:
         item = visible_item(view, item_id)
-        return list(view.edges().filter(item_id=item.pk).only(*LIGHT).order_by("id"))
+        return view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
     assert content is not None
     # effects of X: edges whose cause is X; causes of X: edges whose effect is X.
     side = "cause" if direction == EFFECTS else "effect"
@@ -153,7 +191,7 @@ def _origin_edges(view: View, direction: str, item_id: Any, content: str | None,
 
 def walk(
     view: View,
-    start: list[CausalEdge],
+    start: list[Edge],
     *,
     direction: str,
     max_depth: int,
@@ -164,18 +202,21 @@ def walk(
     """Breadth-first, one links query per depth. Stops early when an edge of ``goal``
     is reached (then ``hops`` ends with it)."""
     result = Walk()
-    level: list[CausalEdge] = []
+    level: list[Edge] = []
     for edge in start:
         if edge.pk not in pruned and edge.pk not in result.edges and len(result.edges) < max_visited:
             result.edges[edge.pk], result.parents[edge.pk] = edge, None
             level.append(edge)
     depth = 1
     while level:
-        following: dict[int, list[CausalEdge]] = defaultdict(list)
-        for src, nxt, _score in view.links([e.pk for e in level], direction):
+        following: dict[int, list[Edge]] = defaultdict(list)
+        room = max_visited - len(result.edges)
+        # One link per edge tells a terminal apart even when nothing more may be visited.
+        per_edge = max(1, min(FANOUT, room + 1))
+        for src, nxt, _score in view.links([e.pk for e in level], direction, per_edge, pruned):
             if nxt.pk != src and nxt.pk not in pruned:
                 following[src].append(nxt)
-        upcoming: list[CausalEdge] = []
+        upcoming: list[Edge] = []
         for edge in level:
             result.hops.append(_edge_json(edge, depth, result.parents[edge.pk]))
             if edge.pk in goal:
@@ -254,7 +295,7 @@ def what_if(
     """Hypothetically remove one fact: which reached spans lose every causal path from
     ``origin`` (collapsed) and which another path still supports (survived). Reads only."""
     item = visible_item(view, item_id)
-    pruned_edges = list(view.edges().filter(item_id=item.pk).only(*LIGHT).order_by("id"))
+    pruned_edges = view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
     pruned = frozenset(e.pk for e in pruned_edges)
     start = _origin_edges(view, direction, None, origin, max_visited)
     full = walk(view, start, direction=direction, max_depth=max_depth, max_visited=max_visited)
@@ -317,14 +358,24 @@ BRIDGES_PER_ENTITY = 20
 
 def _causal_step(found: dict[Any, Found], view: View, frontier: list[Any], room: int, hop: int) -> list[Any]:
     """Items whose edges continue (either way) an edge a frontier item asserts."""
-    edges = list(view.edges().filter(item_id__in=frontier).only(*LIGHT).order_by("id"))
-    ids = [e.pk for e in edges]
-    out_links: dict[int, list[CausalEdge]] = defaultdict(list)
-    in_links: dict[int, list[CausalEdge]] = defaultdict(list)
-    for src, other, _score in view.links(ids, EFFECTS):
-        out_links[src].append(other)
-    for src, other, _score in view.links(ids, CAUSES):
-        in_links[src].append(other)
+    edges = view.edge_rows(view.edges().filter(item_id__in=frontier).order_by("id"))
+    out_links: dict[int, list[Edge]] = defaultdict(list)
+    in_links: dict[int, list[Edge]] = defaultdict(list)
+    per_edge = min(FANOUT, room)
+    # Edges in slices: once the slices read so far offer ``room`` new items, the
+    # rest of a wide frontier is not read at all.
+    offered: set[Any] = set()
+    width = max(16, room)
+    for start in range(0, len(edges), width):
+        ids = [e.pk for e in edges[start : start + width]]
+        for src, other, _score in view.links(ids, EFFECTS, per_edge):
+            out_links[src].append(other)
+            offered.add(other.item_id)
+        for src, other, _score in view.links(ids, CAUSES, per_edge):
+            in_links[src].append(other)
+            offered.add(other.item_id)
+        if len(offered - set(found)) >= room:
+            break
     nxt: list[Any] = []
     for edge in edges:
         for span, others, side in ((edge.effect, out_links, "cause"), (edge.cause, in_links, "effect")):
@@ -357,15 +408,16 @@ def _entity_step(
         sources.setdefault(entity_id, item_id)
     if not sources:
         return []
-    visible = prefixed(view.q, "item__")
-    per_entity = [
-        Mention.objects.filter(visible, tenant_id=access.tenant_id, entity_id=entity_id)
+    inner = (
+        # No tenant condition on the mention itself: the entity ids are the tenant's
+        # and the item's visibility includes the tenant; without it the planner reads
+        # the (entity, item) index in order and stops at the limit.
+        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=_SENTINEL)
         .exclude(item_id__in=frontier)
         .order_by("item_id")
-        .values_list("entity_id", "item_id", "entity__name")[:BRIDGES_PER_ENTITY]
-        for entity_id in sorted(sources)
-    ]
-    rows = per_entity[0].union(*per_entity[1:], all=True) if len(per_entity) > 1 else per_entity[0]
+        .values_list("item_id", "entity__name")[:BRIDGES_PER_ENTITY]
+    )
+    rows = _lateral(inner, sorted(sources))
     nxt: list[Any] = []
     for entity_id, item_id, name in sorted(rows, key=lambda r: (r[0], str(r[1]))):
         if item_id in found or room <= 0:
@@ -418,6 +470,6 @@ def discover(
 
 def relations_of(item_ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
     out: dict[Any, list[dict[str, Any]]] = {pk: [] for pk in item_ids}
-    for edge in CausalEdge.objects.filter(item_id__in=item_ids).only(*LIGHT).order_by("id"):
+    for edge in CausalEdge.objects.filter(item_id__in=item_ids).order_by("id").only(*LIGHT):
         out[edge.item_id].append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue})
     return out
