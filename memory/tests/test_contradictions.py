@@ -180,3 +180,34 @@ def test_permissions(world, as_user, as_agent, access, client):
     # A foreign tenant's editor cannot reach this decision through their own agent.
     assert_error(as_user(world.outsider).post(url(world.foreign_agent, f"/{decision.pk}/undo")), 404)
     assert ContradictionDecision.objects.get(pk=decision.pk).status == "applied"
+
+
+@pytest.fixture(scope="module")
+def tiny_nli(tmp_path_factory):
+    """An NLI cross-encoder built here on the packaged MiniLM encoder (untrained
+    three-label head), saved to a local folder: the real loading and prediction
+    code, offline."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from memory.embeddings import packaged_model_path
+
+    torch.manual_seed(0)
+    model = CrossEncoder(str(packaged_model_path()), num_labels=3, device="cpu", local_files_only=True)
+    model.model.config.id2label = {0: "contradiction", 1: "entailment", 2: "neutral"}
+    model.model.config.label2id = {"contradiction": 0, "entailment": 1, "neutral": 2}
+    folder = tmp_path_factory.mktemp("nli")
+    model.save(str(folder))
+    return folder
+
+
+def test_nli_resolver_loads_a_local_cross_encoder(settings, tiny_nli):
+    settings.FEDMEM_CONTRADICTION_RESOLVER = "nli"
+    settings.FEDMEM_NLI_MODEL = str(tiny_nli)
+    settings.FEDMEM_NLI_THRESHOLD = 0.0
+    resolver = get_resolver()
+    verdict = resolver.check("The deploy window is Thursday.", "The deploy window is Tuesday.")
+    assert resolver.name == "nli" and verdict is not None
+    assert 0.0 < verdict.details["score"] < 1.0 and "NLI contradiction probability" in verdict.reason
+    settings.FEDMEM_NLI_THRESHOLD = 1.0
+    assert get_resolver().check("The deploy window is Thursday.", "The deploy window is Tuesday.") is None
