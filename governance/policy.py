@@ -57,6 +57,8 @@ class MemoryPolicy:
     global_access: bool = False
     required_isolation: str = "logical"
     recall_top_k: int = 8
+    # Check each write against the agent's current facts (memory.contradictions).
+    check_contradictions: bool = False
 
     @property
     def max_classification_level(self) -> Classification:
@@ -100,7 +102,7 @@ class MemoryPolicy:
             if data["max_classification"] not in CLASSIFICATION_NAMES:
                 raise PolicyError("max_classification", "must be one of " + ", ".join(CLASSIFICATION_NAMES))
             values["max_classification"] = data["max_classification"]
-        for key in ("allow_personal_data", "legal_hold", "infer", "global_access"):
+        for key in ("allow_personal_data", "legal_hold", "infer", "global_access", "check_contradictions"):
             if key in data:
                 if not isinstance(data[key], bool):
                     raise PolicyError(key, "must be true or false")

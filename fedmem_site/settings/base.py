@@ -301,6 +301,11 @@ FEDMEM_CAUSAL_EXTRACTORS = env_list("FEDMEM_CAUSAL_EXTRACTORS", ["rules"])
 FEDMEM_ENTITY_MERGE_THRESHOLD = env_float("FEDMEM_ENTITY_MERGE_THRESHOLD", 0.92, minimum=0.0)
 # Cosine similarity at or above which one fact's effect span is another's cause span.
 FEDMEM_SPAN_LINK_THRESHOLD = env_float("FEDMEM_SPAN_LINK_THRESHOLD", 0.8, minimum=0.0)
+# Contradiction check on write (memory.contradictions): which resolver; the NLI
+# cross-encoder loads only from a local directory.
+FEDMEM_CONTRADICTION_RESOLVER = env_str("FEDMEM_CONTRADICTION_RESOLVER", "rules")
+FEDMEM_NLI_MODEL = env_str("FEDMEM_NLI_MODEL")
+FEDMEM_NLI_THRESHOLD = env_float("FEDMEM_NLI_THRESHOLD", 0.8, minimum=0.0)
 
 # --- Logging --------------------------------------------------------------------
 LOG_LEVEL = env_choice("FEDMEM_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"))

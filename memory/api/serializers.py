@@ -64,6 +64,13 @@ class RememberSerializer(serializers.Serializer):
     )
     source = Text(max_length=200, default="", allow_blank=True)
     metadata = serializers.DictField(default=dict, help_text="A JSON object, at most 8 KB.")
+    check_contradictions = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Compare with the agent's current facts and retire those this one contradicts "
+        "(default: the policy's check_contradictions).",
+    )
     split = serializers.BooleanField(
         default=False,
         help_text="Store one fact per sentence (shared provenance; metadata.split links them); "
@@ -87,6 +94,7 @@ class RememberSerializer(serializers.Serializer):
             personal_data=data["personal_data"],
             source=data.get("source", ""),
             metadata=data["metadata"],
+            check_contradictions=data.get("check_contradictions"),
         )
 
 
@@ -126,11 +134,20 @@ class MemoryItemSerializer(serializers.ModelSerializer):
         return data
 
 
+class ContradictionRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    old_item_id = serializers.UUIDField()
+    reason = serializers.CharField()
+
+
 class WrittenItemSerializer(MemoryItemSerializer):
     deduplicated = serializers.BooleanField(read_only=True)
+    contradictions = ContradictionRefSerializer(
+        many=True, read_only=True, required=False, help_text="Present when the contradiction check ran."
+    )
 
     class Meta(MemoryItemSerializer.Meta):
-        fields = [*MemoryItemSerializer.Meta.fields, "deduplicated"]
+        fields = [*MemoryItemSerializer.Meta.fields, "deduplicated", "contradictions"]
         read_only_fields = fields
 
 

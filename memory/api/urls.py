@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory.api import candidates, graph_views, knowledge, views
+from memory.api import candidates, contradictions, graph_views, knowledge, views
 
 app_name = "memory"
 
@@ -35,6 +35,12 @@ urlpatterns = [
     path(prefix + "trace", graph_views.TraceView.as_view(), name="trace"),
     path(prefix + "causal_chain", graph_views.CausalChainView.as_view(), name="causal-chain"),
     path(prefix + "what_if", graph_views.WhatIfView.as_view(), name="what-if"),
+    path(prefix + "contradictions", contradictions.ContradictionListView.as_view(), name="contradictions"),
+    path(
+        prefix + "contradictions/<str:decision_id>/undo",
+        contradictions.ContradictionUndoView.as_view(),
+        name="contradiction-undo",
+    ),
     path(prefix + "recall", views.RecallView.as_view(), name="recall"),
     path(prefix + "answer", knowledge.AnswerView.as_view(), name="answer"),
     path(prefix + "knowledge", knowledge.KnowledgeView.as_view(), name="knowledge"),

@@ -97,6 +97,11 @@ def _parse(serializer_class: type[Any], data: Any) -> Any:
 def written_json(outcome: item_services.WriteOutcome) -> dict[str, Any]:
     data = s.item_json(outcome.item)
     data["deduplicated"] = outcome.deduplicated
+    if outcome.contradictions is not None:
+        data["contradictions"] = [
+            {"id": d.pk, "old_item_id": str(d.old_item_id), "reason": d.reason}
+            for d in outcome.contradictions
+        ]
     return data
 
 

@@ -14,6 +14,7 @@ from pgvector.django import CosineDistance
 from memory.embeddings import embed_texts
 from memory.extraction.causal import Relation, extract_relations
 from memory.extraction.entities import FoundEntity, find_entities
+from memory.extraction.links import link_edges
 from memory.extraction.nlp import parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
@@ -112,7 +113,7 @@ def extract_item(item_id: Any) -> bool:
             )
         Mention.objects.bulk_create(mentions.values())
         n = len(relations)
-        CausalEdge.objects.bulk_create(
+        created = CausalEdge.objects.bulk_create(
             CausalEdge(
                 tenant_id=item.tenant_id,
                 item_id=item_id,
@@ -127,6 +128,8 @@ def extract_item(item_id: Any) -> bool:
             )
             for i, (name, rel) in enumerate(relations)
         )
+        # The old edges' links went with them (CASCADE); the new ones link now.
+        link_edges(item.tenant_id, created)
         MemoryItem.objects.filter(pk=item_id).update(
             extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
         )

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("governance", "0008_add_candidate"),
-        ("memory", "0004_bound_gin_pending_list"),
+        ("memory", "0005_add_span_links_and_contradictions"),
     ]
 
     operations = [

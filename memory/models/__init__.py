@@ -1,4 +1,4 @@
-from .graph import CausalEdge, Entity, Mention, Supersession
+from .graph import CausalEdge, ContradictionDecision, Entity, Mention, SpanLink, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
 from .items import EMBEDDING_DIMENSIONS, MemoryItem
@@ -8,6 +8,7 @@ from .sessions import SessionMessage
 __all__ = [
     "EMBEDDING_DIMENSIONS",
     "CausalEdge",
+    "ContradictionDecision",
     "Dataset",
     "Entity",
     "IdempotencyRecord",
@@ -15,5 +16,6 @@ __all__ = [
     "MemoryItem",
     "Mention",
     "SessionMessage",
+    "SpanLink",
     "Supersession",
 ]

@@ -8,9 +8,10 @@ tenants naming the same entity share nothing.
 from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
-from pgvector.django import VectorField
+from pgvector.django import HnswIndex, VectorField
 
 from memory.models.items import EMBEDDING_DIMENSIONS
 
@@ -56,7 +57,11 @@ class Mention(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["item", "entity", "start"], name="memory_mention_unique"),
         ]
-        indexes = [models.Index(fields=["tenant", "entity"], name="memory_mention_entity")]
+        indexes = [
+            models.Index(fields=["tenant", "entity"], name="memory_mention_entity"),
+            # Entity bridges read an entity's mentions in item order.
+            models.Index(fields=["entity", "item"], name="memory_mention_entity_item"),
+        ]
 
     def __str__(self) -> str:
         return self.text
@@ -85,7 +90,26 @@ class CausalEdge(models.Model):
     class Meta:
         db_table = "memory_causal_edge"
         ordering = ["id"]
-        indexes = [models.Index(fields=["tenant", "item"], name="memory_edge_item")]
+        indexes = [
+            models.Index(fields=["tenant", "item"], name="memory_edge_item"),
+            # Span linking on write: nearest spans by embedding, overlapping terms.
+            HnswIndex(
+                name="memory_edge_cause_hnsw",
+                fields=["cause_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            HnswIndex(
+                name="memory_edge_effect_hnsw",
+                fields=["effect_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            GinIndex(fields=["cause_terms"], name="memory_edge_cause_terms"),
+            GinIndex(fields=["effect_terms"], name="memory_edge_effect_terms"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.cause[:30]} -> {self.effect[:30]}"
@@ -112,3 +136,73 @@ class Supersession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.old_item_id} -> {self.new_item_id}"
+
+
+class SpanLink(models.Model):
+    """Edge ``source`` continues into edge ``target``: the source's effect span and the
+    target's cause span name the same event (normalized term overlap, or span
+    embeddings above FEDMEM_SPAN_LINK_THRESHOLD).
+
+    Stored when an edge is extracted and deleted with either edge (CASCADE), so a
+    forget, purge, re-extraction or erasure takes its links along. Links carry no
+    text and no visibility of their own: traversal only follows a link to an edge
+    whose item the caller may read (memory.reasoning.graph).
+    """
+
+    class Method(models.TextChoices):
+        TERMS = "terms"
+        VECTOR = "vector"
+
+    tenant = models.ForeignKey("governance.Tenant", on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(CausalEdge, on_delete=models.CASCADE, related_name="links_out")
+    target = models.ForeignKey(CausalEdge, on_delete=models.CASCADE, related_name="links_in")
+    method = models.CharField(max_length=8, choices=Method.choices)
+    score = models.FloatField(help_text="Jaccard overlap of the terms, or cosine similarity")
+
+    class Meta:
+        db_table = "memory_span_link"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target"], name="memory_span_link_unique"),
+        ]
+        # A walk reads each edge's best links first, in either direction.
+        indexes = [
+            models.Index(fields=["source", "-score", "target"], name="memory_span_link_out"),
+            models.Index(fields=["target", "-score", "source"], name="memory_span_link_in"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} -> {self.target_id}"
+
+
+class ContradictionDecision(models.Model):
+    """A contradiction resolver's decision on a write: ``new_item`` contradicts
+    ``old_item``, which was soft-superseded (``supersession``). Kept with its reason
+    so an operator can review it and undo it (which revives the old fact)."""
+
+    class Status(models.TextChoices):
+        APPLIED = "applied"
+        UNDONE = "undone"
+
+    tenant = models.ForeignKey("governance.Tenant", on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey("governance.Agent", on_delete=models.CASCADE, related_name="+")
+    new_item = models.ForeignKey("memory.MemoryItem", on_delete=models.CASCADE, related_name="+")
+    old_item = models.ForeignKey("memory.MemoryItem", on_delete=models.CASCADE, related_name="+")
+    supersession = models.ForeignKey(
+        Supersession, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    resolver = models.CharField(max_length=32)
+    reason = models.CharField(max_length=500)
+    details = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.APPLIED)
+    actor = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "memory_contradiction"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "agent", "created_at"], name="memory_contradiction_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.new_item_id} contradicts {self.old_item_id}"

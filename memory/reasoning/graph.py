@@ -1,37 +1,49 @@
 """Traversal of the memory graph, always inside what the caller may read.
 
 Every step is a SQL query whose item side is :func:`memory.enforcement.visible_q`
-(tenant, scopes, classification, ``as_of`` validity, retention): entities and
-edges are only ever reached through items the caller can see, so a same-named
-entity in another tenant (a different row) is never a bridge, and nothing here
-writes. Work is bounded by ``max_depth``/``hops`` and ``max_visited``.
+(tenant, scopes, classification, ``as_of`` validity, retention), joined on the
+item row of each edge or mention reached: entities and edges are only ever reached
+through items the caller can see, so a same-named entity in another tenant (a
+different row) is never a bridge, and nothing here writes. Work is bounded by
+``max_depth``/``hops`` and ``max_visited``.
 
-Span linking: edge A continues into edge B (A.effect is B.cause) when their
-normalized content lemmas overlap enough (Jaccard >= ``TERM_OVERLAP``) or their
-span embeddings reach ``FEDMEM_SPAN_LINK_THRESHOLD`` cosine similarity.
+Causal continuations follow the span links stored at extraction time
+(:mod:`memory.extraction.links`): a walk issues one set-based query per hop for
+the whole frontier, whatever its width.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from django.conf import settings
-from django.db.models import Q, Subquery
-from pgvector.django import CosineDistance
+from django.db import connection
+from django.db.models import Q
 
 from core.errors import NotFound
 from governance.selectors import as_uuid
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.extraction.links import FANOUT, matching_spans, span_match
 from memory.extraction.pipeline import span_terms
-from memory.models import CausalEdge, MemoryItem, Mention
+from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.retrieval.hybrid import RecallQuery, retrieve
 
-TERM_OVERLAP = 0.5
 EFFECTS, CAUSES = "effects", "causes"
+LIGHT = ("id", "item_id", "cause", "effect", "cue")
+
+
+def prefixed(q: Q, prefix: str) -> Q:
+    """``q`` (a condition on MemoryItem) as a condition on a relation reaching it
+    through ``prefix`` (for example ``"item__"``): a plain join, not a subquery."""
+    out = Q()
+    out.connector, out.negated = q.connector, q.negated
+    out.children = [
+        prefixed(child, prefix) if isinstance(child, Q) else (prefix + child[0], child[1])
+        for child in q.children
+    ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -45,55 +57,92 @@ class View:
         return MemoryItem.objects.filter(self.q)
 
     def edges(self) -> Any:
-        return CausalEdge.objects.filter(
-            tenant_id=self.access.tenant_id, item_id__in=Subquery(self.items().values("pk"))
+        return CausalEdge.objects.filter(prefixed(self.q, "item__"), tenant_id=self.access.tenant_id)
+
+    def edge_rows(self, qs: Any) -> list[Edge]:
+        return [Edge(*row) for row in qs.values_list(*LIGHT)]
+
+    def links(
+        self, edge_ids: list[int], direction: str, per_edge: int, exclude: frozenset[int] = frozenset()
+    ) -> list[tuple[int, Edge, float]]:
+        """(from edge, visible next edge, score) for the best ``per_edge`` stored links
+        leaving each of ``edge_ids`` in ``direction``: one query for a whole frontier,
+        whose size is bounded by the frontier, not by the graph."""
+        if not edge_ids or per_edge <= 0:
+            return []
+        near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
+        # The per-edge query, written by the ORM (visibility joined on the far edge's
+        # item), then run once per frontier edge as a LATERAL subquery: with the
+        # (edge, -score) index each reads its best links in order and stops at the
+        # limit, so a hub edge costs no more than any other.
+        inner = (
+            SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
+            .filter(**{f"{near}_id": _SENTINEL})
+            .exclude(**{f"{far}_id__in": sorted(exclude)})
+            .order_by("-score", f"{far}_id")
+            .values_list(
+                "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
+            )[:per_edge]
         )
+        rows = _lateral(inner, edge_ids)
+        out = [(src, Edge(*edge), score) for src, score, *edge in rows]
+        out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
+        return out
+
+
+# Stands for the frontier row in a per-row query (never an id).
+_SENTINEL = -7_000_000_000_001
+
+
+def _lateral(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``inner`` (an ORM queryset filtered on ``_SENTINEL``) once per id of
+    ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
+    sql, params = inner.query.sql_with_params()
+    params = list(params)
+    at = params.index(_SENTINEL)
+    parts = sql.split("%s")
+    sql = "%s".join(parts[: at + 1]) + "frontier.id" + "%s".join(parts[at + 1 :])
+    del params[at]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT frontier.id, x.* FROM unnest(%s::bigint[]) AS frontier(id) "  # noqa: S608 - ORM-built
+            f"CROSS JOIN LATERAL ({sql}) AS x",
+            [list(ids), *params],
+        )
+        return cursor.fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """What traversal reads of a causal edge (no vectors)."""
+
+    pk: int
+    item_id: Any
+    cause: str
+    effect: str
+    cue: str
 
 
 @dataclass(frozen=True)
 class Span:
     text: str
-    terms: frozenset[str]
+    terms: list[str]
     vector: Any
 
 
 def span_of(text: str) -> Span:
-    return Span(text, frozenset(span_terms([text])[0]), embed_texts([text])[0])
-
-
-def _cause(edge: CausalEdge) -> Span:
-    return Span(edge.cause, frozenset(edge.cause_terms), np.asarray(edge.cause_embedding))
-
-
-def _effect(edge: CausalEdge) -> Span:
-    return Span(edge.effect, frozenset(edge.effect_terms), np.asarray(edge.effect_embedding))
-
-
-def _cosine(a: Any, b: Any) -> float:
-    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b)) or 1.0
-    return float(np.dot(a, b) / denom)
+    return Span(text, span_terms([text])[0], embed_texts([text])[0])
 
 
 def same_event(a: Span, b: Span) -> bool:
-    if a.terms and b.terms and len(a.terms & b.terms) / len(a.terms | b.terms) >= TERM_OVERLAP:
-        return True
-    return _cosine(a.vector, b.vector) >= settings.FEDMEM_SPAN_LINK_THRESHOLD
+    return span_match(a.terms, a.vector, b.terms, b.vector) is not None
 
 
-def linked_edges(view: View, span: Span, *, side: str, exclude: set[int], limit: int) -> list[CausalEdge]:
+def linked_edges(view: View, span: Span, *, side: str, limit: int) -> list[Edge]:
     """Visible edges whose ``side`` ("cause" or "effect") names the same event as ``span``."""
-    terms_field, vector_field = f"{side}_terms", f"{side}_embedding"
-    threshold = settings.FEDMEM_SPAN_LINK_THRESHOLD
-    candidates = (
-        view.edges()
-        .exclude(pk__in=exclude)
-        .annotate(distance=CosineDistance(vector_field, span.vector))
-        .filter(Q(**{f"{terms_field}__overlap": sorted(span.terms)}) | Q(distance__lte=1 - threshold))
-        .order_by("distance", "id")[: limit * 4]
-    )
-    pick = _cause if side == "cause" else _effect
-    return [edge for edge in candidates if same_event(span, pick(edge))][:limit]
+    matches = matching_spans(view.edges(), side=side, terms=span.terms, vector=span.vector, limit=limit)
+    rows = {e.pk: e for e in view.edge_rows(view.edges().filter(pk__in=[m.edge_id for m in matches]))}
+    return [rows[m.edge_id] for m in matches if m.edge_id in rows]
 
 
 def _edge_json(edge: CausalEdge, depth: int, parent: int | None) -> dict[str, Any]:
@@ -124,61 +173,71 @@ class Walk:
     """One bounded breadth-first walk over causal edges."""
 
     hops: list[dict[str, Any]] = field(default_factory=list)
-    edges: dict[int, CausalEdge] = field(default_factory=dict)
-    terminals: list[CausalEdge] = field(default_factory=list)
+    edges: dict[int, Edge] = field(default_factory=dict)
+    parents: dict[int, int | None] = field(default_factory=dict)
+    terminals: list[Edge] = field(default_factory=list)
     truncated: bool = False
 
 
 def _origin_edges(view: View, direction: str, item_id: Any, content: str | None, limit: int) -> list[Any]:
     if item_id is not None:
         item = visible_item(view, item_id)
-        return list(view.edges().filter(item_id=item.pk).order_by("id"))
+        return view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
     assert content is not None
     # effects of X: edges whose cause is X; causes of X: edges whose effect is X.
     side = "cause" if direction == EFFECTS else "effect"
-    return linked_edges(view, span_of(content), side=side, exclude=set(), limit=limit)
+    return linked_edges(view, span_of(content), side=side, limit=limit)
 
 
 def walk(
     view: View,
-    start: list[CausalEdge],
+    start: list[Edge],
     *,
     direction: str,
     max_depth: int,
     max_visited: int,
     pruned: frozenset[int] = frozenset(),
+    goal: frozenset[int] = frozenset(),
 ) -> Walk:
+    """Breadth-first, one links query per depth. Stops early when an edge of ``goal``
+    is reached (then ``hops`` ends with it)."""
     result = Walk()
-    queue: deque[tuple[CausalEdge, int, int | None]] = deque()
+    level: list[Edge] = []
     for edge in start:
         if edge.pk not in pruned and edge.pk not in result.edges and len(result.edges) < max_visited:
-            result.edges[edge.pk] = edge
-            queue.append((edge, 1, None))
-    while queue:
-        edge, depth, parent = queue.popleft()
-        result.hops.append(_edge_json(edge, depth, parent))
-        if direction == EFFECTS:
-            following = linked_edges(
-                view, _effect(edge), side="cause", exclude={edge.pk, *pruned}, limit=max_visited
-            )
-        else:
-            following = linked_edges(
-                view, _cause(edge), side="effect", exclude={edge.pk, *pruned}, limit=max_visited
-            )
-        if not following:
-            result.terminals.append(edge)
-            continue
-        if depth >= max_depth:
-            result.truncated = True
-            continue
-        for nxt in following:
-            if nxt.pk in result.edges:
+            result.edges[edge.pk], result.parents[edge.pk] = edge, None
+            level.append(edge)
+    depth = 1
+    while level:
+        following: dict[int, list[Edge]] = defaultdict(list)
+        room = max_visited - len(result.edges)
+        # One link per edge tells a terminal apart even when nothing more may be visited.
+        per_edge = max(1, min(FANOUT, room + 1))
+        for src, nxt, _score in view.links([e.pk for e in level], direction, per_edge, pruned):
+            if nxt.pk != src and nxt.pk not in pruned:
+                following[src].append(nxt)
+        upcoming: list[Edge] = []
+        for edge in level:
+            result.hops.append(_edge_json(edge, depth, result.parents[edge.pk]))
+            if edge.pk in goal:
+                return result
+            nexts = following.get(edge.pk, [])
+            if not nexts:
+                result.terminals.append(edge)
                 continue
-            if len(result.edges) >= max_visited:
+            if depth >= max_depth:
                 result.truncated = True
-                break
-            result.edges[nxt.pk] = nxt
-            queue.append((nxt, depth + 1, edge.pk))
+                continue
+            for nxt in nexts:
+                if nxt.pk in result.edges:
+                    continue
+                if len(result.edges) >= max_visited:
+                    result.truncated = True
+                    break
+                result.edges[nxt.pk], result.parents[nxt.pk] = nxt, edge.pk
+                upcoming.append(nxt)
+        level = upcoming
+        depth += 1
     return result
 
 
@@ -211,32 +270,20 @@ def trace(
 
 def causal_chain(view: View, *, source: str, target: str, max_depth: int, max_visited: int) -> Any:
     """The shortest chain of asserted edges from ``source`` to ``target``, or None."""
-    goal = span_of(target)
-    start = linked_edges(view, span_of(source), side="cause", exclude=set(), limit=max_visited)
-    parents: dict[int, int | None] = {}
-    edges: dict[int, CausalEdge] = {}
-    queue: deque[tuple[CausalEdge, int]] = deque()
-    for edge in start:
-        parents[edge.pk], edges[edge.pk] = None, edge
-        queue.append((edge, 1))
-    while queue:
-        edge, depth = queue.popleft()
-        if same_event(_effect(edge), goal):
-            path = []
-            at: int | None = edge.pk
-            while at is not None:
-                path.append(edges[at])
-                at = parents[at]
-            path.reverse()
-            return [_edge_json(e, i + 1, path[i - 1].pk if i else None) for i, e in enumerate(path)]
-        if depth >= max_depth:
-            continue
-        for nxt in linked_edges(view, _effect(edge), side="cause", exclude=set(edges), limit=max_visited):
-            if len(edges) >= max_visited:
-                break
-            parents[nxt.pk], edges[nxt.pk] = edge.pk, nxt
-            queue.append((nxt, depth + 1))
-    return None
+    goal = frozenset(e.pk for e in linked_edges(view, span_of(target), side="effect", limit=max_visited))
+    if not goal:
+        return None
+    start = linked_edges(view, span_of(source), side="cause", limit=max_visited)
+    result = walk(view, start, direction=EFFECTS, max_depth=max_depth, max_visited=max_visited, goal=goal)
+    if not result.hops or result.hops[-1]["edge_id"] not in goal:
+        return None
+    path = []
+    at: int | None = result.hops[-1]["edge_id"]
+    while at is not None:
+        path.append(result.edges[at])
+        at = result.parents[at]
+    path.reverse()
+    return [_edge_json(e, i + 1, path[i - 1].pk if i else None) for i, e in enumerate(path)]
 
 
 # --- what if ----------------------------------------------------------------------
@@ -248,7 +295,7 @@ def what_if(
     """Hypothetically remove one fact: which reached spans lose every causal path from
     ``origin`` (collapsed) and which another path still supports (survived). Reads only."""
     item = visible_item(view, item_id)
-    pruned_edges = list(view.edges().filter(item_id=item.pk).order_by("id"))
+    pruned_edges = view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
     pruned = frozenset(e.pk for e in pruned_edges)
     start = _origin_edges(view, direction, None, origin, max_visited)
     full = walk(view, start, direction=direction, max_depth=max_depth, max_visited=max_visited)
@@ -261,14 +308,21 @@ def what_if(
         view, [e for e in pruned_edges if e.pk in full.edges], direction=direction,
         max_depth=max_depth, max_visited=max_visited,
     )  # fmt: skip
-    pick = _effect if direction == EFFECTS else _cause
+    side = "effect" if direction == EFFECTS else "cause"
+    ids = {*affected_walk.edges, *without.edges}
+    spans = {
+        pk: Span(text, terms, vector)
+        for pk, text, terms, vector in CausalEdge.objects.filter(pk__in=ids).values_list(
+            "pk", side, f"{side}_terms", f"{side}_embedding"
+        )
+    }
     collapsed, survived, seen = [], [], set()
     for edge in affected_walk.edges.values():
-        span = pick(edge)
+        span = spans[edge.pk]
         if span.text in seen:
             continue
         seen.add(span.text)
-        supporters = [e for e in without.edges.values() if same_event(span, pick(e))]
+        supporters = [e for e in without.edges.values() if same_event(span, spans[e.pk])]
         entry = {"span": span.text, "item_id": str(edge.item_id)}
         if supporters:
             survived.append({**entry, "supported_by": sorted({str(e.item_id) for e in supporters})})
@@ -297,6 +351,90 @@ class Found:
     score: float = 0.0
 
 
+# Entity bridges read at most this many mentions per frontier entity: a hub entity
+# ("the service") named by thousands of facts bridges to its first ones only.
+BRIDGES_PER_ENTITY = 20
+
+
+def _causal_step(found: dict[Any, Found], view: View, frontier: list[Any], room: int, hop: int) -> list[Any]:
+    """Items whose edges continue (either way) an edge a frontier item asserts."""
+    edges = view.edge_rows(view.edges().filter(item_id__in=frontier).order_by("id"))
+    out_links: dict[int, list[Edge]] = defaultdict(list)
+    in_links: dict[int, list[Edge]] = defaultdict(list)
+    per_edge = min(FANOUT, room)
+    # Edges in slices: once the slices read so far offer ``room`` new items, the
+    # rest of a wide frontier is not read at all.
+    offered: set[Any] = set()
+    width = max(16, room)
+    for start in range(0, len(edges), width):
+        ids = [e.pk for e in edges[start : start + width]]
+        for src, other, _score in view.links(ids, EFFECTS, per_edge):
+            out_links[src].append(other)
+            offered.add(other.item_id)
+        for src, other, _score in view.links(ids, CAUSES, per_edge):
+            in_links[src].append(other)
+            offered.add(other.item_id)
+        if len(offered - set(found)) >= room:
+            break
+    nxt: list[Any] = []
+    for edge in edges:
+        for span, others, side in ((edge.effect, out_links, "cause"), (edge.cause, in_links, "effect")):
+            for other in others.get(edge.pk, []):
+                if other.item_id in found or room <= 0:
+                    continue
+                step = {
+                    "from_item": str(edge.item_id),
+                    "to_item": str(other.item_id),
+                    "bridge": "causal",
+                    "link": {"from": span, "to": other.cause if side == "cause" else other.effect},
+                }
+                parent = found[edge.item_id]
+                found[other.item_id] = Found(None, hop, parent.seed_id, [*parent.path, step], "causal")  # type: ignore[arg-type]
+                nxt.append(other.item_id)
+                room -= 1
+    return nxt
+
+
+def _entity_step(
+    found: dict[Any, Found], view: View, access: MemoryAccess, frontier: list[Any], room: int, hop: int
+) -> list[Any]:
+    """Other visible items mentioning an entity a frontier item mentions."""
+    sources: dict[int, Any] = {}
+    for entity_id, item_id in (
+        Mention.objects.filter(tenant_id=access.tenant_id, item_id__in=frontier)
+        .order_by("item_id", "entity_id")
+        .values_list("entity_id", "item_id")
+    ):
+        sources.setdefault(entity_id, item_id)
+    if not sources:
+        return []
+    inner = (
+        # No tenant condition on the mention itself: the entity ids are the tenant's
+        # and the item's visibility includes the tenant; without it the planner reads
+        # the (entity, item) index in order and stops at the limit.
+        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=_SENTINEL)
+        .exclude(item_id__in=frontier)
+        .order_by("item_id")
+        .values_list("item_id", "entity__name")[:BRIDGES_PER_ENTITY]
+    )
+    rows = _lateral(inner, sorted(sources))
+    nxt: list[Any] = []
+    for entity_id, item_id, name in sorted(rows, key=lambda r: (r[0], str(r[1]))):
+        if item_id in found or room <= 0:
+            continue
+        parent = found[sources[entity_id]]
+        step = {
+            "from_item": str(sources[entity_id]),
+            "to_item": str(item_id),
+            "bridge": "entity",
+            "entity": name,
+        }
+        found[item_id] = Found(None, hop, parent.seed_id, [*parent.path, step], "entity")  # type: ignore[arg-type]
+        nxt.append(item_id)
+        room -= 1
+    return nxt
+
+
 def discover(
     access: MemoryAccess,
     seeds_query: RecallQuery,
@@ -315,65 +453,10 @@ def discover(
     for hop in range(1, hops + 1):
         if not frontier or len(found) >= max_visited:
             break
-        nxt: list[Any] = []
+        nxt = _causal_step(found, view, frontier, max_visited - len(found), hop)
         room = max_visited - len(found)
-        # Causal continuations: edges asserted by frontier items, linked both ways.
-        for edge in view.edges().filter(item_id__in=frontier).order_by("id"):
-            for side, span in (("cause", _effect(edge)), ("effect", _cause(edge))):
-                for other in linked_edges(view, span, side=side, exclude={edge.pk}, limit=room):
-                    if other.item_id in found or room <= 0:
-                        continue
-                    step = {
-                        "from_item": str(edge.item_id),
-                        "to_item": str(other.item_id),
-                        "bridge": "causal",
-                        "link": {"from": span.text, "to": other.cause if side == "cause" else other.effect},
-                    }
-                    parent = found[edge.item_id]
-                    found[other.item_id] = Found(
-                        None,
-                        hop,
-                        parent.seed_id,
-                        [*parent.path, step],
-                        "causal",  # type: ignore[arg-type]
-                    )
-                    nxt.append(other.item_id)
-                    room -= 1
-        # Entity bridges: another visible item mentioning an entity a frontier item mentions.
         if room > 0:
-            frontier_mentions = Mention.objects.filter(tenant_id=access.tenant_id, item_id__in=frontier)
-            bridges = (
-                Mention.objects.filter(
-                    tenant_id=access.tenant_id,
-                    entity_id__in=Subquery(frontier_mentions.values("entity_id")),
-                    item_id__in=Subquery(view.items().values("pk")),
-                )
-                .exclude(item_id__in=list(found))
-                .select_related("entity")
-                .order_by("entity_id", "item_id")
-            )
-            sources: dict[int, Any] = {}
-            for m in frontier_mentions.order_by("item_id"):
-                sources.setdefault(m.entity_id, m.item_id)
-            for mention in bridges[: room * 4]:
-                if mention.item_id in found or room <= 0:
-                    continue
-                parent = found[sources[mention.entity_id]]
-                step = {
-                    "from_item": str(parent.item.pk if parent.item else sources[mention.entity_id]),
-                    "to_item": str(mention.item_id),
-                    "bridge": "entity",
-                    "entity": mention.entity.name,
-                }
-                found[mention.item_id] = Found(
-                    None,
-                    hop,
-                    parent.seed_id,
-                    [*parent.path, step],
-                    "entity",  # type: ignore[arg-type]
-                )
-                nxt.append(mention.item_id)
-                room -= 1
+            nxt += _entity_step(found, view, access, frontier, room, hop)
         # Rows for the newly found ids, in one query (visibility already holds).
         rows = {i.pk: i for i in view.items().filter(pk__in=nxt).defer("embedding", "search_vector")}
         for pk in nxt:
@@ -387,6 +470,6 @@ def discover(
 
 def relations_of(item_ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
     out: dict[Any, list[dict[str, Any]]] = {pk: [] for pk in item_ids}
-    for edge in CausalEdge.objects.filter(item_id__in=item_ids).order_by("id"):
+    for edge in CausalEdge.objects.filter(item_id__in=item_ids).order_by("id").only(*LIGHT):
         out[edge.item_id].append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue})
     return out

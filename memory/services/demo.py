@@ -193,4 +193,11 @@ def memory_demo_seed(*, agents: dict[str, Agent]) -> dict[str, Any]:
                 session_message_append(
                     access=access, session_id="demo-chat-1", role=role, content=text, user_id="maria.lopez"
                 )
-    return {"memories": total, "created": created}
+    # The demo graph datasets (five domains of causal chains, their own agents).
+    graph: dict[str, Any] = {}
+    anchor = next(iter(agents.values()), None)
+    if anchor is not None:
+        from memory.services.graph_demo import graph_demo_load
+
+        graph = graph_demo_load(tenant=anchor.tenant, created_by=anchor.created_by)
+    return {"memories": total, "created": created, "graph": graph}

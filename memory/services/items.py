@@ -61,6 +61,8 @@ class MemoryDraft:
     # Knowledge chunks: the dataset row's pk and name (set by memory.services.knowledge only).
     dataset_pk: int | None = None
     dataset: str = ""
+    # None: as the agent's policy says (check_contradictions).
+    check_contradictions: bool | None = None
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
@@ -72,6 +74,8 @@ class WriteOutcome:
     created: bool
     deduplicated: bool
     replayed: bool = False
+    # Decisions of the contradiction check (memory.services.contradictions), if it ran.
+    contradictions: list[Any] | None = None
 
 
 @dataclass
@@ -519,6 +523,15 @@ def _store(access: MemoryAccess, prepared: list[_Prepared], via: str) -> list[Wr
     return outcomes
 
 
+def _check_contradictions(access: MemoryAccess, written: list[tuple[Any, WriteOutcome]]) -> None:
+    """The contradiction check for fresh items whose draft or policy asks for it."""
+    from memory.services.contradictions import contradictions_check, wants_check
+
+    for draft, outcome in written:
+        if outcome.created and wants_check(access, draft.check_contradictions):
+            outcome.contradictions = contradictions_check(access=access, item=outcome.item)
+
+
 # --- public services --------------------------------------------------------------
 
 
@@ -543,6 +556,7 @@ def memory_remember(
                 # A concurrent twin finished first: answer with its item.
                 return _replay_one(access, record, request_hash)
         outcome = _store(access, [prepared], via)[0]
+        _check_contradictions(access, [(draft, outcome)])
         if idempotency_key:
             _save_idempotency(
                 access,
@@ -610,6 +624,9 @@ def memory_remember_batch(
         outcomes = _store(access, [p for _, p in ready], via)
         for (index, _), outcome in zip(ready, outcomes, strict=True):
             results[index].outcome = outcome
+        _check_contradictions(
+            access, [(drafts[index], outcome) for (index, _), outcome in zip(ready, outcomes, strict=True)]
+        )
         if idempotency_key:
             _save_idempotency(
                 access,

@@ -71,28 +71,36 @@ def memory_supersede(
         old = _modifiable(access, item_id, lock=True)
         _refuse_if_held(old)
         new = _store(access, [prepared], "supersede")[0].item
-        # The old interval ends exactly where the new one starts: at no moment are
-        # both current, and at no moment is neither.
-        now = new.valid_from
-        old.invalid_at = now
-        old.save(update_fields=["invalid_at", "updated_at"])
-        record = Supersession.objects.create(
-            tenant_id=access.tenant_id,
-            old_item=old,
-            new_item=new,
-            reason=reason[:200],
-            actor=access.actor.as_json(),
-            created_at=now,
-        )
-        _history(
-            access,
-            old,
-            event,
-            old=old.content,
-            new=new.content,
-            details={"new_item_id": str(new.pk), "reason": reason[:200]},
-        ).save()
+        record = retire(access, old=old, new=new, reason=reason, event=event)
     return SupersedeOutcome(old, new, record)
+
+
+def retire(
+    access: MemoryAccess, *, old: MemoryItem, new: MemoryItem, reason: str, event: str = "superseded"
+) -> Supersession:
+    """Retire ``old`` in favour of the stored ``new``: run inside the transaction that
+    locked ``old``. The old interval ends exactly where the new one starts: at no
+    moment are both current, and at no moment is neither."""
+    now = new.valid_from
+    old.invalid_at = now
+    old.save(update_fields=["invalid_at", "updated_at"])
+    record = Supersession.objects.create(
+        tenant_id=access.tenant_id,
+        old_item=old,
+        new_item=new,
+        reason=reason[:200],
+        actor=access.actor.as_json(),
+        created_at=now,
+    )
+    _history(
+        access,
+        old,
+        event,
+        old=old.content,
+        new=new.content,
+        details={"new_item_id": str(new.pk), "reason": reason[:200]},
+    ).save()
+    return record
 
 
 def memory_revive(*, access: MemoryAccess, item_id: Any) -> SupersedeOutcome:

@@ -268,3 +268,22 @@ def test_certificate_download(world, as_user, access, path):
         assert (
             body["status"] == "completed" and body["progress"] == body["total"] == len(subject_deleters()) + 1
         )
+
+
+def test_erasure_removes_the_span_links_of_the_subjects_facts(world, access):
+    from memory.models import CausalEdge, SpanLink
+    from memory.tests.graph_helpers import fact
+
+    mine = fact(access, "Verbose debug logging led to a full disk on db-1.", user_id=SUBJECT, scope="user")
+    theirs = fact(access, "The database crash happened because of a full disk on db-1.", user_id="cust-keep",
+                  scope="user")  # fmt: skip
+    later = fact(access, "The database crash caused checkout failures.", user_id="cust-keep", scope="user")
+    assert SpanLink.objects.filter(source__item=mine, target__item=theirs).exists()
+
+    request = _erase(world)
+
+    assert not SpanLink.objects.filter(source__item_id=mine.pk).exists()
+    assert not CausalEdge.objects.filter(item_id=mine.pk).exists()
+    assert request.certificate["deleted"]["memory_span_link"] == 1
+    # The other subject's facts keep their own link.
+    assert SpanLink.objects.filter(source__item=theirs, target__item=later).exists()

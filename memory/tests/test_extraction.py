@@ -270,3 +270,34 @@ def test_a_long_batch_is_handed_on_in_slices(world, access, django_capture_on_co
     # One item per slice here: the first is done, the rest waits in the outbox.
     assert (first.extraction_status, second.extraction_status) == ("done", "pending")
     assert OutboxMessage.objects.get().args == [[str(second.pk)]]
+
+
+def test_span_links_are_stored_on_write_and_follow_the_edges(world, access):
+    from memory.models import SpanLink
+    from memory.services.items import memory_forget, memory_update
+
+    first = fact(access, "Verbose debug logging led to a full disk on db-1.", session_id="s1")
+    second = fact(access, "The database crash happened because of a full disk on db-1.", session_id="s2")
+    unrelated = fact(access, "Heavy fog caused the flight delay.", session_id="s3")
+    link = SpanLink.objects.get(source__item=first, target__item=second)
+    assert (link.method, link.tenant_id) == ("terms", world.tenant.pk)
+    assert not SpanLink.objects.filter(source__item=unrelated).exists()
+    assert not SpanLink.objects.filter(target__item=unrelated).exists()
+    # Re-extraction (update) replaces the item's edges and with them its links.
+    memory_update(access=access, item_id=second.pk, content="The database crash was caused by a power cut.")
+    extract_items([str(second.pk)])
+    assert not SpanLink.objects.filter(source__item=first).exists()
+    third = fact(access, "The power cut happened because of a storm.", session_id="s4")
+    assert SpanLink.objects.filter(source__item=third, target__item=second).exists()
+    # Forgetting an item takes its links along.
+    memory_forget(access=access, item_id=second.pk)
+    assert not SpanLink.objects.filter(tenant=world.tenant).exists()
+
+
+def test_span_links_never_cross_tenants(world):
+    from memory.enforcement import system_access
+    from memory.models import SpanLink
+
+    fact(system_access(world.agent), "Verbose debug logging led to a full disk on db-1.")
+    fact(system_access(world.foreign_agent), "The crash happened because of a full disk on db-1.")
+    assert not SpanLink.objects.exists()

@@ -14,10 +14,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--force", action="store_true", help="allow seeding in production")
+        parser.add_argument(
+            "--graph-tenant",
+            metavar="SLUG",
+            help="only load the demo graph datasets into this existing tenant (no demo users)",
+        )
+        parser.add_argument("--graph-domains", help="comma-separated domains (default: all)")
+        parser.add_argument(
+            "--extract-now", action="store_true", help="with --graph-tenant: extract here, without a worker"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.PRODUCTION and not options["force"]:
             raise CommandError("refusing to create demo users in production; pass --force if you mean it")
+        if options["graph_tenant"]:
+            self._graph(options)
+            return
         data = demo_seed()
         self.stdout.write(self.style.SUCCESS(f"Demo tenant '{data['tenant']}' is ready."))
         self.stdout.write("Console logins (username / password / role):")
@@ -27,3 +39,22 @@ class Command(BaseCommand):
         for name, info in data["agents"].items():
             self.stdout.write(f"  {name:<14} {info['id']}  {info['key']}")
         self.stdout.write(f"Demo memories: {data['memories']} (seeded once; reruns add only what is missing)")
+
+    def _graph(self, options: dict[str, Any]) -> None:
+        from governance.models import Tenant
+        from memory.graph_datasets import CHAINS
+        from memory.services.graph_demo import graph_demo_load
+
+        tenant = Tenant.objects.filter(slug=options["graph_tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant with slug {options['graph_tenant']!r}")
+        domains = [d for d in (options["graph_domains"] or "").split(",") if d] or None
+        unknown = sorted(set(domains or []) - set(CHAINS))
+        if unknown:
+            raise CommandError(f"unknown domain {unknown[0]!r} (one of {', '.join(CHAINS)})")
+        result = graph_demo_load(tenant=tenant, domains=domains, extract_now=options["extract_now"])
+        self.stdout.write(
+            f"Demo graph datasets in '{tenant.slug}': {result['facts']} facts "
+            f"({result['created']} new) in {', '.join(result['domains'])}; "
+            f"agents: {', '.join(result['agents'])}"
+        )
