@@ -55,6 +55,7 @@ from governance.services.holds import legal_hold_place
 from governance.services.jobs import self_check_start
 from governance.tests import factories as f
 from memory.enforcement import system_access
+from memory.models import ContradictionDecision
 from memory.services.items import MemoryDraft, memory_forget, memory_remember
 from memory.services.knowledge import knowledge_dataset_delete, knowledge_ingest
 from memory.services.sessions import session_message_append
@@ -232,6 +233,21 @@ def probe(world, engine_server, settings) -> Probe:
     gone_dataset = dataset(w.agent, "gone-docs", "Deleted dataset marker quartz-heron-docs.")
     knowledge_dataset_delete(access=system_access(w.agent), name=gone_dataset)
 
+    def decision(agent, subject: str) -> str:
+        access = system_access(agent)
+        keys = {"user_id": "cust-1"}
+        first = MemoryDraft(content=f"The {subject} service runs on MySQL.", **keys)
+        memory_remember(access=access, draft=first)
+        draft = MemoryDraft(
+            content=f"The {subject} service runs on PostgreSQL.", check_contradictions=True, **keys
+        )
+        out = memory_remember(access=access, draft=draft)
+        assert out.contradictions, "the probe's sentence pair must be read as a contradiction"
+        return str(out.contradictions[0].pk)
+
+    gone_decision = decision(w.agent, "archive")
+    ContradictionDecision.objects.filter(pk=gone_decision).delete()
+
     gone_job = self_check_start(tenant=w.tenant, requested_by=w.owner)
     gone_job_id = str(gone_job.pk)
     Job.objects.filter(pk=gone_job.pk).delete()
@@ -305,6 +321,13 @@ def probe(world, engine_server, settings) -> Probe:
             "foreign": foreign_dataset,
             "deleted": gone_dataset,
             "nonexistent": "no-such-docs",
+        },
+        "decision_id": {
+            "own": decision(w.agent, "billing"),
+            "sibling": decision(w.sibling, "ledger"),
+            "foreign": decision(w.foreign_agent, "shipping"),
+            "deleted": gone_decision,
+            "nonexistent": "987654321",
         },
         "engine_id": {
             "own": "acme-custom",
