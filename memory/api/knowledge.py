@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from core.pagination import CursorPagination
 from core.vocabulary import CLASSIFICATION_NAMES, Classification, Scope
 from memory.api.graph_views import discover_facts
-from memory.api.serializers import MAX_QUERY_CHARS, Text
+from memory.api.serializers import MAX_QUERY_CHARS, StrictChoice, Text
 from memory.api.views import ERRORS, _access, _parse, _recall_query
 from memory.models import Dataset
 from memory.reasoning.answer import answer_from
@@ -131,7 +131,7 @@ class IngestResponseSerializer(serializers.Serializer):
 
 
 class DatasetQuerySerializer(serializers.Serializer):
-    scope = serializers.ChoiceField(choices=list(k.KNOWLEDGE_SCOPES), required=False)
+    scope = StrictChoice(choices=list(k.KNOWLEDGE_SCOPES), required=False)
 
 
 class GraphSerializer(serializers.Serializer):

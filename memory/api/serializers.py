@@ -180,6 +180,16 @@ class StrictBoolean(serializers.BooleanField):
         return super().to_internal_value(data)
 
 
+class StrictChoice(serializers.ChoiceField):
+    """A query-string choice that refuses an empty value (``?scope=``) instead of
+    reading it as absent."""
+
+    def get_value(self, dictionary):  # type: ignore[no-untyped-def]
+        if dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
+
+
 class ListQuerySerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=Scope.choices, required=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
