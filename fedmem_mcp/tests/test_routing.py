@@ -13,8 +13,13 @@ from governance.models import ApiKey
 from governance.permissions import AgentPrincipal
 from governance.tests import factories as f
 from memory.models import MemoryItem
-from providers.tests.conftest import _engines_settings  # noqa: F401 - loopback engines over HTTP
-from providers.tests.test_routing import engines_up, memories_url, use  # noqa: F401
+from providers.tests import conftest as providers_conftest
+from providers.tests import test_routing as routing
+from providers.tests.test_routing import memories_url, use
+
+# The routing tests' local Mem0 / Cognee servers, and the loopback-over-HTTP settings they need.
+engines_up = routing.engines_up
+_engines_settings = providers_conftest._engines_settings
 
 
 @pytest.fixture
