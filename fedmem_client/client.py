@@ -118,6 +118,42 @@ class _Operations:
         body = {"item_id": item_id, "origin": origin, **_clean(fields)}
         return self._run(Call("POST", self._path("what_if"), body))
 
+    def answer(self, query: str, **fields: Any) -> Any:
+        """A cited answer with the facts and causal chain it rests on. Fields: mode
+        (discover | recall), scopes, top_k, hops, as_of, user_id, session_id, synthesizer."""
+        return self._run(Call("POST", self._path("answer"), {"query": query, **_clean(fields)}))
+
+    # --- knowledge datasets (docs/knowledge.md) ---
+
+    def ingest_knowledge(self, dataset_id: str, texts: list[str], **fields: Any) -> Any:
+        """Chunk 1 to 50 texts into a dataset. Fields: scope, team, project, classification,
+        retention_days, legal_hold, build_graph. Not retried: a retry could queue a second
+        graph build or reach an engine that does not deduplicate."""
+        body = {"dataset_id": dataset_id, "texts": texts, **_clean(fields)}
+        return self._run(Call("POST", self._path("knowledge"), body, safe_to_retry=False))
+
+    def datasets_page(self, *, cursor: str | None = None, limit: int = 50, scope: str | None = None) -> Any:
+        params = _clean({"cursor": cursor, "limit": limit, "scope": scope})
+        return self._run(Call("GET", self._path("knowledge/datasets"), params=params))
+
+    def build_knowledge_graph(self, dataset_ids: list[str]) -> Any:
+        """Queue the graph build of datasets: ``{"job": {id, status, url}}``."""
+        body = {"dataset_ids": dataset_ids}
+        return self._run(Call("POST", self._path("knowledge/graph"), body, safe_to_retry=False))
+
+    def search_knowledge(self, query: str, **fields: Any) -> Any:
+        """Fields: dataset_ids, top_k, search_type (CHUNKS, CHUNKS_LEXICAL, SUMMARIES,
+        RAG_COMPLETION, GRAPH_COMPLETION), hops, synthesizer."""
+        body = {"query": query, **_clean(fields)}
+        return self._run(Call("POST", self._path("knowledge/search"), body))
+
+    def dataset_relations(self, dataset_id: str, *, limit: int = 100) -> Any:
+        params = {"limit": limit}
+        return self._run(Call("GET", self._path(f"knowledge/datasets/{dataset_id}/relations"), params=params))
+
+    def delete_dataset(self, dataset_id: str) -> Any:
+        return self._run(Call("DELETE", self._path(f"knowledge/datasets/{dataset_id}")))
+
     def append_message(self, session_id: str, role: str, content: str, **fields: Any) -> Any:
         """Session memory: one message of a conversation (builtin engine only)."""
         body = {"role": role, "content": content, **_clean(fields)}
@@ -205,6 +241,16 @@ class AgentMemory(_Operations):
             if cursor is None:
                 return
 
+    def iter_datasets(self, *, limit: int = 50, scope: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every knowledge dataset the caller may read, newest first."""
+        cursor = None
+        while True:
+            page = self.datasets_page(cursor=cursor, limit=limit, scope=scope)
+            yield from page["results"]
+            cursor = _cursor_of(page.get("next"))
+            if cursor is None:
+                return
+
     def export(self, scopes: list[str] | None = None) -> list[dict[str, Any]]:
         """Every memory the caller may read, as the JSON Lines records."""
         return self._run(
@@ -273,6 +319,18 @@ class AsyncAgentMemory(_Operations):
         cursor = None
         while True:
             page = await self.list_page(cursor=cursor, limit=limit, **filters)
+            for row in page["results"]:
+                yield row
+            cursor = _cursor_of(page.get("next"))
+            if cursor is None:
+                return
+
+    async def iter_datasets(
+        self, *, limit: int = 50, scope: str | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            page = await self.datasets_page(cursor=cursor, limit=limit, scope=scope)
             for row in page["results"]:
                 yield row
             cursor = _cursor_of(page.get("next"))

@@ -2,9 +2,9 @@
 one) and a function that resolves access through the same gate as the REST view and
 calls the same service or selector. Adding a tool is one decorated function:
 
-    @tool("search_knowledge", SearchKnowledgeArgs, "Search a knowledge dataset.", read_only=True)
-    def search_knowledge(call: ToolCall) -> dict[str, Any]:
-        return knowledge_views.search_body(call.access, call.data)
+    @tool("what_if", g.WhatIfSerializer, "What would collapse if one fact were removed.", read_only=True)
+    def what_if(call: ToolCall) -> dict[str, Any]:
+        return graph_views.what_if_body(call.access, call.data)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from governance.models.agents import AgentPermission
 from governance.selectors import access_agent
 from memory.api import graph_serializers as g
 from memory.api import graph_views
+from memory.api import knowledge as knowledge_views
 from memory.api import serializers as s
 from memory.api import views as memory_views
 from memory.enforcement import MemoryAccess
@@ -126,16 +127,18 @@ class ListArgs(s.ListQuerySerializer):
     "remember",
     RememberArgs,
     "Store a memory in the agent's memory (scope, kind and classification as the agent's policy "
-    "allows). Answers with the stored memory; an exact duplicate answers with the existing one.",
+    "allows). Answers with the stored memory; an exact duplicate answers with the existing one. "
+    "When the policy sends memory to an external engine (mem0, hybrid) the answer is that engine's "
+    "`{engine: {status, event_id, ...}}`, and queued means not yet settled.",
 )
 def remember(call: ToolCall) -> dict[str, Any]:
-    key = call.data.get("idempotency_key")
-    draft = call.parsed.to_draft()  # type: ignore[attr-defined]
-    if call.data["split"]:
-        results = item_services.memory_remember_split(access=call.access, draft=draft, idempotency_key=key)
-        return memory_views.batch_body(results)
-    outcome = item_services.memory_remember(access=call.access, draft=draft, idempotency_key=key)
-    return memory_views.written_json(outcome)
+    # The REST view's own path, engine routing included.
+    return memory_views.remember_written(
+        call.access,
+        call.parsed,  # type: ignore[arg-type]
+        idempotency_key=call.data.get("idempotency_key"),
+        trace_parent=None,
+    ).body
 
 
 @tool(
@@ -306,3 +309,39 @@ def federated_recall(call: ToolCall) -> dict[str, Any]:
         user_id=data.get("user_id"),
         session_id=data.get("session_id"),
     )
+
+
+# --- knowledge -----------------------------------------------------------------------
+
+
+@tool(
+    "ingest_knowledge",
+    knowledge_views.IngestSerializer,
+    "Ingest 1 to 50 texts into a knowledge dataset (chunked into document memories; under a cognee "
+    "or hybrid policy the policy's knowledge engine takes them). build_graph also queues the graph "
+    "build as a job.",
+)
+def ingest_knowledge(call: ToolCall) -> dict[str, Any]:
+    return knowledge_views.ingest_body(call.access, call.data, requested_by=call.principal, trace_parent=None)
+
+
+@tool(
+    "search_knowledge",
+    knowledge_views.KnowledgeSearchSerializer,
+    "Search knowledge datasets: CHUNKS (ranked chunks), lexical chunks, summaries, or a completion "
+    "(a cited answer with the facts, entities and causal paths it used).",
+    read_only=True,
+)
+def search_knowledge(call: ToolCall) -> dict[str, Any]:
+    return knowledge_views.knowledge_search_body(call.access, call.data, trace_parent=None)
+
+
+@tool(
+    "answer",
+    knowledge_views.AnswerSerializer,
+    "Answer a question from memory: the facts and causal chain used and a cited answer "
+    "(synthesizer builtin is deterministic, no model).",
+    read_only=True,
+)
+def answer(call: ToolCall) -> dict[str, Any]:
+    return knowledge_views.answer_body(call.access, call.data)

@@ -106,3 +106,60 @@ def test_graph_routes_sessions_and_policy(memory):
     assert [m["content"] for m in memory.iter_session("chat-1", limit=2)] == [
         f"message {n}" for n in range(3)
     ]
+
+
+RUNBOOK = (
+    "Verbose debug logging filled the disk on db-1. The full disk stopped the checkout service. "
+    "The checkout outage caused lost revenue."
+)
+
+
+def test_knowledge_datasets_and_answers(memory):
+    ingested = memory.ingest_knowledge("runbooks", [RUNBOOK, "Parking is free for visitors."])
+    assert ingested["created"] is True and ingested["stored"] == 2 and ingested["engine_id"] == "builtin"
+    memory.ingest_knowledge("faq", ["The cafeteria serves green tea on Mondays."], scope="agent")
+    assert [d["dataset_id"] for d in memory.iter_datasets(limit=1)] == ["faq", "runbooks"]
+    found = memory.search_knowledge("full disk", dataset_ids=["runbooks"], top_k=1)
+    assert [r["content"] for r in found["results"]] == [RUNBOOK]
+    job = memory.build_knowledge_graph(["runbooks"])["job"]
+    assert job["url"] == f"/v1/jobs/{job['id']}"
+    relations = memory.dataset_relations("runbooks", limit=10)
+    assert relations["dataset_id"] == "runbooks" and relations["engine_id"] == "builtin"
+
+    answered = memory.answer("Why was revenue lost?", mode="recall", scopes=["agent"], top_k=3)
+    assert answered["mode"] == "recall" and answered["answer"]["citations"]
+    assert set(answered["answer"]["citations"]) <= {fact["id"] for fact in answered["facts"]}
+
+    assert memory.delete_dataset("faq")["dataset_id"] == "faq"
+    assert [d["dataset_id"] for d in memory.iter_datasets()] == ["runbooks"]
+    with pytest.raises(NotFound) as missing:
+        memory.search_knowledge("x", dataset_ids=["faq"])
+    assert missing.value.code == "knowledge_dataset_not_found"
+    with pytest.raises(ValidationError) as bad:
+        memory.ingest_knowledge("Bad Name", ["x."])
+    assert "dataset_id" in bad.value.details["fields"]
+
+
+def test_async_client_knowledge(world, live_server):
+    key = f.agent_key(world.agent)
+
+    async def scenario():
+        async with AsyncFedmemClient(live_server.url, key) as client:
+            memory = client.agent(str(world.agent.pk))
+            await memory.ingest_knowledge("runbooks", [RUNBOOK])
+            datasets = [d["dataset_id"] async for d in memory.iter_datasets()]
+            found = await memory.search_knowledge("full disk", search_type="CHUNKS_LEXICAL")
+            answered = await memory.answer("Why was revenue lost?", mode="recall", scopes=["agent"])
+            return datasets, found, answered
+
+    datasets, found, answered = asyncio.run(scenario())
+    assert datasets == ["runbooks"] and found["results"][0]["content"] == RUNBOOK
+    assert answered["facts"][0]["content"] == RUNBOOK
+
+
+def test_knowledge_of_a_foreign_agent_is_not_found(world, live_server):
+    with FedmemClient(live_server.url, f.agent_key(world.agent), max_retries=1) as client:
+        foreign = client.agent(str(world.foreign_agent.pk))
+        with pytest.raises(NotFound) as caught:
+            foreign.ingest_knowledge("runbooks", ["x."])
+    assert caught.value.code == "agent_not_found"

@@ -18,7 +18,7 @@ from conftest import bearer
 from governance.models import ApiKey
 from governance.tests import factories as f
 from memory.enforcement import system_access
-from memory.models import MemoryItem
+from memory.models import Dataset, MemoryItem
 from memory.tests.graph_helpers import INCIDENT, fact
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TOOLS = {
     "remember", "recall", "search", "update_memory", "forget", "list_memories", "history",
     "discover", "trace", "causal_chain", "what_if", "federated_recall",
+    "ingest_knowledge", "search_knowledge", "answer",
 }  # fmt: skip
 BEGIN = re.compile(r"^<<<MEMORY_DATA_BEGIN nonce=([0-9a-f]{32})>>>$", re.M)
 
@@ -287,3 +288,79 @@ def test_the_sdks_high_level_client_negotiates_and_calls(world, asgi_server):
     assert {tool.name for tool in tools.tools} == TOOLS
     assert not stored.is_error
     assert MemoryItem.objects.get().agent_id == world.agent.pk
+
+
+RUNBOOK = (
+    "Verbose debug logging filled the disk on db-1. The full disk stopped the checkout service. "
+    "The checkout outage caused lost revenue."
+)
+
+
+def test_knowledge_tools_answer_like_rest(world, agent_mcp, as_agent):
+    ingested = agent_mcp.call("ingest_knowledge", dataset_id="runbooks", texts=[RUNBOOK, "Parking is free."])
+    body = ok(ingested)
+    assert body["created"] is True and body["stored"] == 2 and body["engine_id"] == "builtin"
+    stored = MemoryItem.objects.filter(dataset__name="runbooks").values_list("pk", flat=True)
+    assert {str(pk) for pk in stored} == set(body["item_ids"])
+    assert framed(ingested)[1] == [body]
+
+    searched = agent_mcp.call("search_knowledge", query="full disk", top_k=1)
+    found = ok(searched)
+    rest = as_agent(world.agent).post(
+        f"/v1/memory/agents/{world.agent.pk}/knowledge/search",
+        {"query": "full disk", "top_k": 1},
+        format="json",
+    )
+    assert found == rest.json() and [r["content"] for r in found["results"]] == [RUNBOOK]
+    assert framed(searched)[1][0]["results"][0]["content"] == RUNBOOK
+
+    answered = ok(agent_mcp.call("answer", query="Why was revenue lost?", mode="recall", scopes=["agent"]))
+    assert answered["answer"]["citations"] and answered["facts"][0]["trust"] == "untrusted"
+    assert set(answered["answer"]["citations"]) <= {fact["id"] for fact in answered["facts"]}
+
+
+def test_bad_knowledge_input_stores_nothing(agent_mcp):
+    for arguments, field in [
+        ({"dataset_id": "Bad Name", "texts": ["x."]}, "dataset_id"),
+        ({"dataset_id": "kb", "texts": []}, "texts"),
+        ({"dataset_id": "kb", "texts": ["   "]}, "texts"),
+        ({"dataset_id": "kb", "texts": ["x."], "scope": "team"}, "team"),
+        ({"texts": ["x."]}, "dataset_id"),
+    ]:
+        failed = error(agent_mcp.call("ingest_knowledge", **arguments))
+        assert failed["code"] == "validation_error" and field in failed["details"]["fields"], failed
+    refused = error(
+        agent_mcp.call("ingest_knowledge", dataset_id="kb", texts=["x."], classification="restricted")
+    )
+    assert refused["code"] == "memory_policy_violation"
+    assert not Dataset.objects.exists() and not MemoryItem.objects.exists()
+    assert (
+        error(agent_mcp.call("search_knowledge", query="x", search_type="MAGIC"))["code"]
+        == "validation_error"
+    )
+    missing = error(agent_mcp.call("search_knowledge", query="x", dataset_ids=["nope"]))
+    assert missing["code"] == "knowledge_dataset_not_found"
+    assert error(agent_mcp.call("answer", query="x", synthesizer="no-such-engine"))["code"].endswith(
+        "not_found"
+    )
+
+
+def test_knowledge_access_is_the_rest_gate(world, asgi_server, as_user, as_agent):
+    calls = [
+        ("ingest_knowledge", "knowledge", {"dataset_id": "kb", "texts": ["x."]}),
+        ("search_knowledge", "knowledge/search", {"query": "x"}),
+        ("answer", "answer", {"query": "x"}),
+    ]
+    callers = [
+        (f.agent_key(world.foreign_agent), as_agent(world.foreign_agent), "agent_not_found"),
+        (f.user_key(world.auditor, world.tenant), as_user(world.auditor), "permission_denied"),
+        (f.user_key(world.teammate, world.tenant), as_user(world.teammate), "agent_not_found"),
+        (f.user_key(world.outsider, world.other_tenant), as_user(world.outsider), "agent_not_found"),
+    ]
+    for key, client, code in callers:
+        mcp = Mcp(asgi_server.url, key)
+        for name, suffix, arguments in calls:
+            denied = error(mcp.call(name, agent_id=str(world.agent.pk), **arguments))
+            rest = client.post(f"/v1/memory/agents/{world.agent.pk}/{suffix}", arguments, format="json")
+            assert denied["code"] == rest.json()["error"]["code"] == code, (name, code)
+    assert not Dataset.objects.exists() and not MemoryItem.objects.exists()

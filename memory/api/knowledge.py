@@ -17,6 +17,7 @@ from core.vocabulary import CLASSIFICATION_NAMES, Classification, Scope
 from memory.api.graph_views import discover_facts
 from memory.api.serializers import MAX_QUERY_CHARS, StrictChoice, Text
 from memory.api.views import ERRORS, _access, _parse, _recall_query
+from memory.enforcement import MemoryAccess
 from memory.models import Dataset
 from memory.reasoning.answer import answer_from
 from memory.reasoning.synthesis import BUILTIN_SYNTHESIZER, synthesizer_for
@@ -202,59 +203,62 @@ class AnswerView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(AnswerSerializer, request.data).validated_data
-        synth = synthesizer_for(access.agent, data["synthesizer"])  # unknown engine: 404 before any work
-        if data["mode"] == "discover":
-            found, scopes = discover_facts(
-                access,
-                {
-                    **data,
-                    "isolate": False,
-                    "include_superseded": False,
-                    "max_results": data["top_k"] * 3,
-                    "max_visited": data["top_k"] * 20,
-                },
-            )
-            facts = [
-                {
-                    "id": f["id"],
-                    "content": f["content"],
-                    "kind": f["kind"],
-                    "score": None,
-                    "path": f["path"],
-                    "trust": "untrusted",
-                }
-                for f in found
-            ]
-        else:
-            rq = _recall_query(
-                access, {**data, "search_mode": "hybrid", "include_superseded": False}, search=False
-            )
-            scopes = rq.scopes
-            facts = [
-                {
-                    "id": str(h.item.pk),
-                    "content": h.item.content,
-                    "kind": "recall",
-                    "score": h.score,
-                    "path": [],
-                    "trust": "untrusted",
-                }
-                for h in retrieve(access, rq)
-            ]
-        answer, chain, entities = answer_from(
-            tenant_id=access.tenant_id, question=data["query"], facts=facts, synthesizer=synth
-        )
-        return Response(
+        return Response(answer_body(access, data))
+
+
+def answer_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
+    """POST …/answer's body; the MCP answer tool answers the same."""
+    synth = synthesizer_for(access.agent, data["synthesizer"])  # unknown engine: 404 before any work
+    if data["mode"] == "discover":
+        found, scopes = discover_facts(
+            access,
             {
-                "query": data["query"],
-                "mode": data["mode"],
-                "answer": answer.to_dict(),
-                "facts": facts,
-                "chain": chain,
-                "entities": entities,
-                "scopes": list(scopes),
-            }
+                **data,
+                "isolate": False,
+                "include_superseded": False,
+                "max_results": data["top_k"] * 3,
+                "max_visited": data["top_k"] * 20,
+            },
         )
+        facts = [
+            {
+                "id": f["id"],
+                "content": f["content"],
+                "kind": f["kind"],
+                "score": None,
+                "path": f["path"],
+                "trust": "untrusted",
+            }
+            for f in found
+        ]
+    else:
+        rq = _recall_query(
+            access, {**data, "search_mode": "hybrid", "include_superseded": False}, search=False
+        )
+        scopes = rq.scopes
+        facts = [
+            {
+                "id": str(h.item.pk),
+                "content": h.item.content,
+                "kind": "recall",
+                "score": h.score,
+                "path": [],
+                "trust": "untrusted",
+            }
+            for h in retrieve(access, rq)
+        ]
+    answer, chain, entities = answer_from(
+        tenant_id=access.tenant_id, question=data["query"], facts=facts, synthesizer=synth
+    )
+    return {
+        "query": data["query"],
+        "mode": data["mode"],
+        "answer": answer.to_dict(),
+        "facts": facts,
+        "chain": chain,
+        "entities": entities,
+        "scopes": list(scopes),
+    }
 
 
 class DatasetPagination(CursorPagination):
@@ -276,33 +280,40 @@ class KnowledgeView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(IngestSerializer, request.data).validated_data
-        outcome = k.knowledge_ingest(
-            access=access,
-            texts=data["texts"],
-            dataset_name=data["dataset_id"],
-            scope=data["scope"],
-            team=data["team"],
-            project=data["project"],
-            classification=data.get("classification"),
-            retention_days=data.get("retention_days"),
-            legal_hold=data["legal_hold"],
-            build_graph=data["build_graph"],
-            requested_by=request.user,
-            trace_parent=_trace_parent(request),
-        )
-        body = {
-            "dataset": DatasetSerializer(outcome.dataset).data,
-            "created": outcome.created,
-            "engine_id": outcome.engine,
-            "chunks": outcome.chunks,
-            "stored": outcome.stored,
-            "deduplicated": outcome.deduplicated,
-            "failed": outcome.failed,
-            "item_ids": outcome.item_ids,
-            "engine_result": outcome.remote,
-            "job": _job_json(outcome.job) if outcome.job else None,
-        }
+        body = ingest_body(access, data, requested_by=request.user, trace_parent=_trace_parent(request))
         return Response(body, status=status.HTTP_201_CREATED)
+
+
+def ingest_body(
+    access: MemoryAccess, data: dict[str, Any], *, requested_by: Any, trace_parent: str | None
+) -> dict[str, Any]:
+    """POST …/knowledge's body; the MCP ingest_knowledge tool answers the same."""
+    outcome = k.knowledge_ingest(
+        access=access,
+        texts=data["texts"],
+        dataset_name=data["dataset_id"],
+        scope=data["scope"],
+        team=data["team"],
+        project=data["project"],
+        classification=data.get("classification"),
+        retention_days=data.get("retention_days"),
+        legal_hold=data["legal_hold"],
+        build_graph=data["build_graph"],
+        requested_by=requested_by,
+        trace_parent=trace_parent,
+    )
+    return {
+        "dataset": DatasetSerializer(outcome.dataset).data,
+        "created": outcome.created,
+        "engine_id": outcome.engine,
+        "chunks": outcome.chunks,
+        "stored": outcome.stored,
+        "deduplicated": outcome.deduplicated,
+        "failed": outcome.failed,
+        "item_ids": outcome.item_ids,
+        "engine_result": outcome.remote,
+        "job": _job_json(outcome.job) if outcome.job else None,
+    }
 
 
 class DatasetListView(generics.GenericAPIView):
@@ -357,17 +368,23 @@ class KnowledgeSearchView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = _access(request, agent_id)
         data = _parse(KnowledgeSearchSerializer, request.data).validated_data
-        body = k.knowledge_search(
-            access=access,
-            query=data["query"],
-            dataset_names=data.get("dataset_ids"),
-            top_k=data["top_k"],
-            search_type=data["search_type"],
-            synthesizer=data["synthesizer"],
-            hops=data["hops"],
-            trace_parent=_trace_parent(request),
-        )
-        return Response(body)
+        return Response(knowledge_search_body(access, data, trace_parent=_trace_parent(request)))
+
+
+def knowledge_search_body(
+    access: MemoryAccess, data: dict[str, Any], *, trace_parent: str | None
+) -> dict[str, Any]:
+    """POST …/knowledge/search's body; the MCP search_knowledge tool answers the same."""
+    return k.knowledge_search(
+        access=access,
+        query=data["query"],
+        dataset_names=data.get("dataset_ids"),
+        top_k=data["top_k"],
+        search_type=data["search_type"],
+        synthesizer=data["synthesizer"],
+        hops=data["hops"],
+        trace_parent=trace_parent,
+    )
 
 
 class DatasetRelationsView(APIView):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -114,6 +115,44 @@ WRITTEN_OR_SPLIT = PolymorphicProxySerializer(
 )
 
 
+@dataclass(frozen=True)
+class Remembered:
+    body: dict[str, Any]
+    status: int
+    replayed: bool = False
+
+
+def remember_written(
+    access: MemoryAccess,
+    parsed: s.RememberSerializer,
+    *,
+    idempotency_key: str | None,
+    trace_parent: str | None,
+) -> Remembered:
+    """One remember, REST's POST …/memories and MCP's remember tool alike: under a
+    mem0 / hybrid policy the engine takes the write (queued is 202, never settled);
+    otherwise the builtin store, one memory or one per sentence with split."""
+    draft = parsed.to_draft()
+    if not parsed.validated_data["split"]:
+        routed = item_services.memory_remember_routed(access=access, draft=draft, trace_parent=trace_parent)
+        if routed is not None:
+            code = status.HTTP_202_ACCEPTED if routed["status"] == "queued" else status.HTTP_201_CREATED
+            return Remembered({"engine": routed}, code)
+    else:
+        routed_batch = item_services.memory_remember_batch_routed(
+            access=access, drafts=list(item_services.split_drafts(draft)), trace_parent=trace_parent
+        )
+        if routed_batch is not None:
+            return routed_batch_written(routed_batch)
+        results = item_services.memory_remember_split(
+            access=access, draft=draft, idempotency_key=idempotency_key
+        )
+        return Remembered(batch_body(results), item_services.batch_status(results))
+    outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=idempotency_key)
+    code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
+    return Remembered(written_json(outcome), code, outcome.replayed)
+
+
 class RememberView(generics.GenericAPIView):
     queryset = MemoryItem.objects.none()  # for the schema; reads go through memory.selectors
     serializer_class = s.MemoryItemSerializer
@@ -148,28 +187,11 @@ class RememberView(generics.GenericAPIView):
         access = _access(request, agent_id)
         key = _idempotency_key(request)
         parsed = _parse(s.RememberSerializer, request.data)
-        draft = parsed.to_draft()
-        if not parsed.validated_data["split"]:
-            routed = item_services.memory_remember_routed(
-                access=access, draft=draft, trace_parent=request.headers.get("traceparent")
-            )
-            if routed is not None:
-                code = status.HTTP_202_ACCEPTED if routed["status"] == "queued" else status.HTTP_201_CREATED
-                return Response({"engine": routed}, status=code)
-        if parsed.validated_data["split"]:
-            routed_batch = item_services.memory_remember_batch_routed(
-                access=access,
-                drafts=list(item_services.split_drafts(draft)),
-                trace_parent=request.headers.get("traceparent"),
-            )
-            if routed_batch is not None:
-                return _routed_batch_response(routed_batch)
-            results = item_services.memory_remember_split(access=access, draft=draft, idempotency_key=key)
-            return Response(batch_body(results), status=item_services.batch_status(results))
-        outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=key)
-        headers = {"Idempotent-Replayed": "true"} if outcome.replayed else {}
-        code = status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK
-        return Response(written_json(outcome), status=code, headers=headers)
+        written = remember_written(
+            access, parsed, idempotency_key=key, trace_parent=request.headers.get("traceparent")
+        )
+        headers = {"Idempotent-Replayed": "true"} if written.replayed else {}
+        return Response(written.body, status=written.status, headers=headers)
 
     @extend_schema(
         tags=TAG,
@@ -232,12 +254,13 @@ class BatchView(APIView):
             access=access, drafts=drafts, trace_parent=request.headers.get("traceparent")
         )
         if routed is not None:
-            return _routed_batch_response(routed)
+            written = routed_batch_written(routed)
+            return Response(written.body, status=written.status)
         results = item_services.memory_remember_batch(access=access, drafts=drafts, idempotency_key=key)
         return Response(batch_body(results), status=item_services.batch_status(results))
 
 
-def _routed_batch_response(results: list[item_services.RoutedResult]) -> Response:
+def routed_batch_written(results: list[item_services.RoutedResult]) -> Remembered:
     """Under a mem0 / hybrid policy: Mem0's answer per write (queued is never settled)."""
     entries = []
     for result in results:
@@ -265,7 +288,7 @@ def _routed_batch_response(results: list[item_services.RoutedResult]) -> Respons
         code = status.HTTP_201_CREATED
     else:
         code = status.HTTP_200_OK
-    return Response(body, status=code)
+    return Remembered(body, code)
 
 
 def batch_body(results: list[item_services.BatchResult]) -> dict[str, Any]:
