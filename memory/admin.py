@@ -6,6 +6,7 @@ from django.contrib import admin
 from core.admin import ReadOnlyModelAdmin
 from memory.models import (
     CausalEdge,
+    ContradictionDecision,
     Dataset,
     Entity,
     IdempotencyRecord,
@@ -13,6 +14,7 @@ from memory.models import (
     MemoryItem,
     Mention,
     SessionMessage,
+    SpanLink,
     Supersession,
 )
 
@@ -68,6 +70,18 @@ class CausalEdgeAdmin(ReadOnlyModelAdmin):
     list_display = ["cause", "effect", "cue", "item", "created_at"]
     list_filter = ["cue", "extractor"]
     exclude = ["cause_embedding", "effect_embedding"]
+
+
+@admin.register(SpanLink)
+class SpanLinkAdmin(ReadOnlyModelAdmin):
+    list_display = ["source", "target", "method", "score"]
+    list_filter = ["method"]
+
+
+@admin.register(ContradictionDecision)
+class ContradictionDecisionAdmin(ReadOnlyModelAdmin):
+    list_display = ["new_item", "old_item", "resolver", "status", "created_at", "undone_at"]
+    list_filter = ["resolver", "status"]
 
 
 @admin.register(Supersession)

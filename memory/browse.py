@@ -412,12 +412,13 @@ def _around_items(reader: Reader, seeds: list[MemoryItem], out: Elements, at: da
                     out.item(rows[m.item_id], at)
                     out.edge("mention", f"i:{m.item_id}", f"e:{m.entity_id}", text=m.text)
     # Causal: one item's effect is another's cause (span linking, as trace does).
-    linked: list[tuple[CausalEdge, CausalEdge, bool]] = []
-    for edge in view.edges().filter(item_id__in=seed_ids).order_by("id"):
-        for nxt in graph.linked_edges(view, graph._effect(edge), side="cause", exclude={edge.pk}, limit=6):
-            linked.append((edge, nxt, True))
-        for prev in graph.linked_edges(view, graph._cause(edge), side="effect", exclude={edge.pk}, limit=6):
-            linked.append((edge, prev, False))
+    # The span links stored at extraction, read for all the seeds' edges at once.
+    linked: list[tuple[Any, Any, bool]] = []
+    seed_edges = {e.pk: e for e in view.edge_rows(view.edges().filter(item_id__in=seed_ids).order_by("id"))}
+    for direction, forward in ((graph.EFFECTS, True), (graph.CAUSES, False)):
+        for source, other, _score in view.links(list(seed_edges), direction, per_edge=6):
+            if other.pk != source:
+                linked.append((seed_edges[source], other, forward))
     rows = {i.pk: i for i in _items(visible.filter(pk__in={o.item_id for _, o, _ in linked}))}
     for edge, other, forward in linked:
         if other.item_id not in rows or other.item_id == edge.item_id:

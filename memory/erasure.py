@@ -119,8 +119,10 @@ def _delete_dependents(item_ids: list[Any]) -> dict[str, int]:
         if relation.many_to_many or relation.on_delete is not models.CASCADE:
             continue
         model = relation.related_model
-        deleted, _ = model.objects.filter(**{f"{relation.field.name}__in": item_ids}).delete()
-        counts[model._meta.label] = counts.get(model._meta.label, 0) + deleted
+        # Counted per model, cascades included (span links go with their causal edges).
+        _, per_model = model.objects.filter(**{f"{relation.field.name}__in": item_ids}).delete()
+        for label, deleted in per_model.items():
+            counts[label] = counts.get(label, 0) + deleted
     return counts
 
 

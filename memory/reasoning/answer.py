@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import F
+
 from governance.selectors import as_uuid
-from memory.models import CausalEdge, Mention
-from memory.reasoning import graph
+from memory.models import CausalEdge, Mention, SpanLink
 from memory.reasoning.synthesis import Answer, Context, Fact, Link, Synthesizer
 
 MAX_EDGES = 60
@@ -24,14 +25,17 @@ def chain_among(tenant_id: Any, item_ids: list[Any]) -> list[dict[str, Any]]:
     )
     if not edges:
         return []
-    following: dict[int, list[CausalEdge]] = {
-        edge.pk: [
-            other
-            for other in edges
-            if other.pk != edge.pk and graph.same_event(graph._effect(edge), graph._cause(other))
-        ]
-        for edge in edges
-    }
+    # Continuations are the span links stored at extraction (A's effect names the
+    # same event as B's cause), read once for the whole set.
+    by_pk = {edge.pk: edge for edge in edges}
+    following: dict[int, list[CausalEdge]] = {edge.pk: [] for edge in edges}
+    for source, target in (
+        SpanLink.objects.filter(tenant_id=tenant_id, source_id__in=by_pk, target_id__in=by_pk)
+        .exclude(source_id=F("target_id"))
+        .order_by("source_id", "-score", "target_id")
+        .values_list("source_id", "target_id")
+    ):
+        following[source].append(by_pk[target])
     best: dict[int, list[CausalEdge]] = {}
 
     def longest(edge: CausalEdge, path: frozenset[int]) -> list[CausalEdge]:
