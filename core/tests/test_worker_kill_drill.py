@@ -60,7 +60,8 @@ def test_sigkilled_worker_children_lose_and_duplicate_nothing(world, worker_fact
         server=LocalServer(max_seconds=900),
     )
     engine = declare("drill-engine", server.url)
-    worker = worker_factory(FEDMEM_ENGINES_ALLOW_HTTP="true")
+    # Alone: a worker an earlier test left running would take some of the messages.
+    worker = worker_factory(alone=True, FEDMEM_ENGINES_ALLOW_HTTP="true")
 
     access = system_access(world.agent)
     items = [
