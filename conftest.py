@@ -125,7 +125,20 @@ def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
 
     started: list[subprocess.Popen] = []
 
-    def start(**extra_env: str) -> subprocess.Popen:
+    def stop_all() -> None:
+        for proc in started:
+            proc.terminate()
+        for proc in started:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        started.clear()
+
+    def start(*, alone: bool = False, **extra_env: str) -> subprocess.Popen:
+        # alone: stop the session's earlier workers first, so this one gets every message.
+        if alone:
+            stop_all()
         env = os.environ.copy()
         env.update(
             DJANGO_SETTINGS_MODULE="fedmem_site.settings.test",
@@ -164,13 +177,7 @@ def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
         return proc
 
     yield start
-    for proc in started:
-        proc.terminate()
-    for proc in started:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop_all()
 
 
 def redis_url() -> str | None:

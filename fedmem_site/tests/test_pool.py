@@ -1,0 +1,39 @@
+"""The worker's prefork pool survives a SIGKILLed idle child (fedmem_site/pool.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from billiard.pool import Pool
+
+from fedmem_site.pool import RobustBlockingPool
+
+
+def _wait_until_idle_child_holds_lock(pool: Pool) -> None:
+    deadline = time.monotonic() + 30
+    while pool._inqueue._rlock._semlock._get_value() != 0:
+        assert time.monotonic() < deadline, "the idle child never blocked on the job pipe"
+        time.sleep(0.05)
+
+
+def test_replacement_of_a_killed_idle_child_takes_the_next_job():
+    pool = RobustBlockingPool(processes=1)
+    try:
+        first = pool.apply_async(os.getpid).get(timeout=60)
+        # The idle child now waits for a job inside the job pipe's lock.
+        _wait_until_idle_child_holds_lock(pool)
+        os.kill(first, signal.SIGKILL)
+        second = pool.apply_async(os.getpid).get(timeout=60)
+        assert second != first
+    finally:
+        pool.terminate()
+
+
+def test_celery_prefork_uses_the_robust_pool():
+    from celery.concurrency import prefork
+
+    import fedmem_site.celery  # noqa: F401 - installs the pool
+
+    assert prefork.TaskPool.BlockingPool is RobustBlockingPool
