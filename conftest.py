@@ -109,12 +109,15 @@ def assert_error(response, status: int, code: str | None = None) -> dict:
     return body["error"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
     """Start real Celery worker processes against the test database.
 
     Each worker is its own OS process (prefork pool), consuming from the broker
-    named in its environment; nothing runs eagerly in the test process.
+    named in its environment; nothing runs eagerly in the test process. Workers
+    stop when the test that started them ends: one left running would consume
+    later tests' messages with the wrong settings and write into the database
+    while the next test flushes it.
     """
     import os
     import subprocess
@@ -136,7 +139,7 @@ def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
         started.clear()
 
     def start(*, alone: bool = False, **extra_env: str) -> subprocess.Popen:
-        # alone: stop the session's earlier workers first, so this one gets every message.
+        # alone: stop this test's earlier workers first, so this one gets every message.
         if alone:
             stop_all()
         env = os.environ.copy()
