@@ -124,6 +124,8 @@ def main() -> None:
         # Rate limiting protects production; the load run measures the server, not the limiter.
         FEDMEM_API_RATE_LIMIT="1000000/minute",
     )
+    # The server's connections come from a bounded pool unless the caller says otherwise.
+    env.setdefault("FEDMEM_DB_POOL_SIZE", "16")
     os.environ.update(env)
     agent_id, secret = _setup()
     port = _free_port()

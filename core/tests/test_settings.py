@@ -32,6 +32,7 @@ def start(**env: str) -> subprocess.CompletedProcess:
         ({"FEDMEM_ENV": "staging"}, "FEDMEM_ENV='staging' must be one of"),
         ({"FEDMEM_DEBUG": "perhaps"}, "FEDMEM_DEBUG='perhaps' is not a boolean"),
         ({"FEDMEM_DB_CONN_MAX_AGE": "-1"}, "FEDMEM_DB_CONN_MAX_AGE=-1 is below the minimum"),
+        ({"FEDMEM_DB_POOL_SIZE": "many"}, "FEDMEM_DB_POOL_SIZE='many'"),
         ({"FEDMEM_ENV": "production"}, "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set"),
         ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60}, "FEDMEM_ALLOWED_HOSTS must list"),
         ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "short"}, "at least 50 characters"),
@@ -52,6 +53,24 @@ def test_production_settings_load_with_what_they_require():
         DATABASE_URL="postgres://nobody@127.0.0.1:1/none",  # never connected to by setup()
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_pool_size_turns_on_psycopg_pooling_without_persistent_connections():
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        "d = s.DATABASES['default']; print(d['OPTIONS']['pool']['max_size'], d['CONN_MAX_AGE'])"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
+        FEDMEM_DB_POOL_SIZE="12",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["12", "0"]
 
 
 def test_check_deploy_is_clean_with_production_settings():

@@ -112,8 +112,20 @@ if _database_url:
 else:
     DATABASES = {"default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")}
     EMBEDDED_DATABASE = True
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A pool bounds the server's connections however many threads serve requests (an
+# ASGI server may run each request in a thread of its own, each with its own
+# connection); requests beyond the pool wait for a connection instead of failing.
+_pool_size = env_int("FEDMEM_DB_POOL_SIZE", 0, minimum=0, maximum=1000)
+if _pool_size:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": _pool_size,
+        "timeout": env_int("FEDMEM_DB_POOL_TIMEOUT", 30, minimum=1),
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Identity -------------------------------------------------------------------
