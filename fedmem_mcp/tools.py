@@ -22,9 +22,9 @@ from rest_framework import serializers
 from core.pagination import CursorPagination
 from governance.models.agents import AgentPermission
 from governance.selectors import access_agent
-from memory.api import graph_serializers as g
-from memory.api import knowledge as knowledge_args
-from memory.api import serializers as s
+from memory import graph_serializers as g
+from memory import knowledge_serializers as knowledge_args
+from memory import serializers as s
 from memory.enforcement import MemoryAccess
 from memory.operations import graph, memories
 from memory.operations import knowledge as knowledge_ops

@@ -1,6 +1,6 @@
 """Graph endpoints under /v1/memory/agents/{agent_id}/: discover, trace, causal_chain,
 what_if, and supersede / revive / history of one memory. Thin: parse, call one
-selector or service in memory.reasoning / memory.services, render."""
+operation of memory.operations.graph, render its result."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory.api import graph_serializers as g
+from memory import graph_serializers as g
 from memory.api.views import ERRORS, AgentMemoryMixin, _parse
 from memory.operations import graph
 

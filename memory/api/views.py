@@ -1,6 +1,7 @@
 """The agent memory API under /v1/memory/agents/{agent_id}/. Thin: parse, call one
-service or selector, render. Access is the agent's own key or a user holding
-can_invoke on the agent (see memory.enforcement.memory_access)."""
+operation of memory.operations, render its result. Access is the agent's own key or
+a user holding can_invoke on the agent (memory.operations.access, through
+AgentMemoryMixin)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from rest_framework.views import APIView
 
 from core.errors import ApiError, InvalidInput, field_error
 from core.pagination import CursorPagination
-from memory.api import serializers as s
+from memory import serializers as s
 from memory.enforcement import MemoryAccess
 from memory.models import MemoryItem, SessionMessage
 from memory.operations import memories, recall

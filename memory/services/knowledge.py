@@ -262,6 +262,8 @@ def knowledge_ingest(
         dataset.save(update_fields=["documents", "legal_hold", "updated_at"])
         if build_graph:
             outcome.job = _graph_job(access, [dataset], requested_by)
+            # The job marked the row queued in SQL: answer with what is stored.
+            dataset.refresh_from_db(fields=["graph_status", "graph_job", "updated_at"])
     return outcome
 
 

@@ -1,4 +1,6 @@
-"""Request parsing and response shapes of /v1/memory. Validation only; no logic."""
+"""Request parsing and response shapes of /v1/memory, shared by the REST views
+and the MCP tools (which take their arguments from the same serializers). Validation
+only; no logic."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Request and response shapes of the graph endpoints (discover, trace, causal_chain,
-what_if, supersede, history). Validation only."""
+what_if, supersede, history), shared by the REST views and the MCP tools. Validation
+only."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 from rest_framework import serializers
 
 from core.vocabulary import Scope
-from memory.api.serializers import MAX_QUERY_CHARS, MemoryItemSerializer, Text
 from memory.operations.graph import (
     CausalChainRequest,
     DiscoverRequest,
@@ -17,6 +17,7 @@ from memory.operations.graph import (
     WhatIfRequest,
     Window,
 )
+from memory.serializers import MAX_QUERY_CHARS, MemoryItemSerializer, Text
 
 MAX_DEPTH = 10
 MAX_VISITED = 500
