@@ -72,11 +72,16 @@ def memberships_for(tenant: Tenant) -> QuerySet[Membership]:
     return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username", "role")
 
 
-def access_job(user: Any, job_id: Any) -> Job:
-    """A job of any tenant the user belongs to; anything else is a 404."""
+def jobs_for(principal: Any, tenant: Tenant) -> QuerySet[Job]:
+    """The tenant's jobs the principal may follow, newest first."""
+    return Job.objects.restrict(principal).filter(tenant=tenant).order_by("-created_at")
+
+
+def access_job(principal: Any, job_id: Any) -> Job:
+    """A job the principal may follow (see governance.authz.restrict_jobs); anything
+    else, a colleague's job included, is the same 404."""
     pk = as_uuid(job_id)
-    tenants = Membership.objects.filter(user=user).values("tenant_id")
-    job = Job.objects.filter(pk=pk, tenant_id__in=tenants).first() if pk else None
+    job = Job.objects.restrict(principal).filter(pk=pk).first() if pk else None
     if job is None:
         raise NotFound("Job not found.", code="job_not_found")
     return job

@@ -28,36 +28,14 @@ from django.conf import settings
 
 from core.errors import Unprocessable
 from governance.models import Agent, AgentPolicyVersion
-from governance.selectors import memory_policy_from_stored
 from memory.enforcement import MemoryAccess
 from memory.engines import BUILTIN, EnginePlan
 from providers import federation, services
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.models import EngineInstance
+from providers.plans import policy_plan
 
 Engine = AgentPolicyVersion.Engine
-
-
-def policy_plan(agent: Agent) -> EnginePlan:
-    """The agent's engine choice and required isolation, from its current policy version
-    (one query)."""
-    row = (
-        AgentPolicyVersion.objects.filter(agent=agent)
-        .order_by("-version")
-        .values("engine", "mem0_instance", "cognee_instance", "policy")
-        .first()
-    )
-    engine = row["engine"] if row else Engine.BUILTIN
-    mem0 = row["mem0_instance"] if row and engine in (Engine.MEM0, Engine.HYBRID) else ""
-    cognee = row["cognee_instance"] if row and engine in (Engine.COGNEE, Engine.HYBRID) else ""
-    return EnginePlan(
-        engine=engine,
-        memory_engine=mem0 or None,
-        knowledge_engine=cognee or None,
-        required_isolation=memory_policy_from_stored(
-            agent.pk, row["policy"] if row else None
-        ).required_isolation,
-    )
 
 
 def _engine(agent: Agent, engine_id: str, operation: str, required_isolation: str) -> EngineInstance:

@@ -8,8 +8,9 @@ from typing import Any
 from django.db.models import QuerySet
 
 from core.errors import NotFound
-from governance.models import Role, Tenant
-from governance.permissions import has_role, is_agent
+from governance import authz
+from governance.authz import Capability
+from governance.models import Tenant
 from providers.models import EngineInstance, TenantEngineCredential
 
 
@@ -18,7 +19,7 @@ def engines_for(principal: Any, tenant: Tenant | None) -> QuerySet[EngineInstanc
     qs = EngineInstance.objects.select_related("tenant")
     if tenant is None:
         return qs.none()
-    if not is_agent(principal) and has_role(principal, tenant, [Role.PLATFORM_ADMIN]):
+    if authz.can(principal, tenant, Capability.ENGINE_READ_ALL):
         return qs.all()
     return qs.visible_to_tenant(tenant)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from .restricted import RestrictedQuerySet
+
 
 class AgentPolicyVersion(models.Model):
     """One version of an agent's memory policy (engine choice plus rules as JSON)."""
@@ -33,6 +35,8 @@ class AgentPolicyVersion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RestrictedQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from core.errors import Conflict, Forbidden, InvalidInput
 from core.vocabulary import Kind, RecordKind
-from governance.models import Agent, Candidate, Membership, Role
-from governance.permissions import has_role
+from governance import authz
+from governance.authz import Capability
+from governance.models import Agent, Candidate, Membership
 from governance.services.audit import audit_record, subject_hash
 from governance.services.erasure import erasure_fenced
 
@@ -103,7 +104,7 @@ def reviewer_role(actor: Any, candidate: Candidate) -> str:
     )
     if is_subject:
         return Candidate.ReviewedAs.SUBJECT
-    if has_role(actor, candidate.tenant_id, [Role.TENANT_ADMIN]):
+    if authz.can(actor, candidate.tenant_id, Capability.CANDIDATE_REVIEW_FOR_SUBJECT):
         return Candidate.ReviewedAs.TENANT_ADMIN
     raise Forbidden(
         "Only the person the record is about, or a tenant admin acting for them, may review it.",
@@ -162,7 +163,9 @@ def erase_subject_candidates(target: Any) -> Any:
     deleted = qs.exclude(pk__in=kept_qs.values("pk")).delete()[0]
     result.counts = {Candidate._meta.db_table: deleted}
     if kept:
-        used = subject_holds or [h for h in agent_holds if kept_qs.filter(agent_id=h.agent_id).exists()]
+        used = subject_holds or [
+            h for h in agent_holds if h.agent_id is not None and kept_qs.filter(agent_id=h.agent_id).exists()
+        ]
         result.held.append(
             {
                 "table": Candidate._meta.db_table,

@@ -16,10 +16,8 @@ from governance.models import Job, Tenant, User
 @transaction.atomic
 def self_check_start(*, tenant: Tenant, requested_by: User | None) -> Job:
     """Queue a round trip through the worker: proves the broker and a worker are alive."""
-    from governance.tasks import run_self_check
-
     job = Job.objects.create(tenant=tenant, kind="self_check", total=1, created_by=requested_by)
-    enqueue_on_commit(run_self_check, str(job.pk))
+    enqueue_on_commit("governance.run_self_check", str(job.pk))
     return job
 
 
