@@ -36,7 +36,10 @@ def enqueue_on_commit(task: Task | str, *args: Any, **kwargs: Any) -> OutboxMess
     """
     name = task if isinstance(task, str) else task.name
     if name not in current_app.tasks:
-        raise LookupError(f"no Celery task is registered as {name!r}")
+        # Outside a worker the apps' tasks modules load on first need (autodiscovery).
+        current_app.loader.import_default_modules()
+        if name not in current_app.tasks:
+            raise LookupError(f"no Celery task is registered as {name!r}")
     message = OutboxMessage.objects.create(task_name=name, args=list(args), kwargs=kwargs)
     transaction.on_commit(lambda: publish(message))
     return message

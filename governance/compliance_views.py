@@ -336,10 +336,7 @@ def policies(request: HttpRequest) -> HttpResponse:
         agents_for(request.user, AgentPermission.EDITOR, tenant=tenant).values_list("pk", flat=True)
     )
     versions = dict(
-        AgentPolicyVersion.objects.filter(agent__in=agents)
-        .order_by("agent_id", "-version")
-        .distinct("agent_id")
-        .values_list("agent_id", "version")
+        AgentPolicyVersion.objects.filter(agent__in=agents).in_force().values_list("agent_id", "version")
     )
     rows = [{"agent": a, "version": versions.get(a.pk, 0), "editable": a.pk in editable} for a in agents]
     return render_page(request, "governance/policies.html", "governance/policies.html", {"rows": rows})

@@ -92,11 +92,11 @@ def audit_events(tenant: Tenant) -> QuerySet[AuditEvent]:
 
 
 def current_policy_version(agent: Agent) -> AgentPolicyVersion | None:
-    return AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").first()
+    return AgentPolicyVersion.objects.newest_first(agent).first()
 
 
 def policy_versions(agent: Agent) -> QuerySet[AgentPolicyVersion]:
-    return AgentPolicyVersion.objects.filter(agent=agent).select_related("created_by").order_by("-version")
+    return AgentPolicyVersion.objects.newest_first(agent).select_related("created_by")
 
 
 def memory_policy_for(agent: Agent) -> MemoryPolicy:
@@ -105,17 +105,14 @@ def memory_policy_for(agent: Agent) -> MemoryPolicy:
     One query. A stored version that no longer validates (a vocabulary shrank)
     fails closed to the defaults' read/write scopes rather than granting more.
     """
-    row = AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").values("policy").first()
+    row = AgentPolicyVersion.objects.newest_first(agent).values("policy").first()
     return _policy_or_default(agent.pk, row["policy"] if row else None)
 
 
 def memory_policies_for_tenant(tenant: Tenant) -> dict[Any, MemoryPolicy]:
     """The policy in force for every agent of a tenant, in one query (list pages)."""
     latest = (
-        AgentPolicyVersion.objects.filter(agent__tenant=tenant)
-        .order_by("agent_id", "-version")
-        .distinct("agent_id")
-        .values_list("agent_id", "policy")
+        AgentPolicyVersion.objects.filter(agent__tenant=tenant).in_force().values_list("agent_id", "policy")
     )
     stored = dict(latest)
     return {

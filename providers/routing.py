@@ -27,15 +27,13 @@ from typing import Any
 from django.conf import settings
 
 from core.errors import Unprocessable
-from governance.models import Agent, AgentPolicyVersion
+from governance.models import Agent
 from memory.enforcement import MemoryAccess
 from memory.engines import BUILTIN, EnginePlan
 from providers import federation, services
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.models import EngineInstance
 from providers.plans import policy_plan
-
-Engine = AgentPolicyVersion.Engine
 
 
 def _engine(agent: Agent, engine_id: str, operation: str, required_isolation: str) -> EngineInstance:
