@@ -23,6 +23,7 @@ from governance.services.candidates import CandidateRefused, candidate_import
 from governance.services.jobs import job_finish, job_mark_running
 from memory.text import content_hash
 from providers.models import EngineInstance
+from providers.services import adapter_for, operation_context
 
 DEFAULT_LIMIT = 500
 
@@ -63,8 +64,6 @@ def _captured_at(value: str | None) -> datetime:
 def candidates_import_run(
     *, job_id: Any, agent_id: Any, engine_id: str, subject: str, limit: int
 ) -> Job | None:
-    from providers.services import adapter_for, operation_context
-
     job = job_mark_running(job_id)
     if job is None:
         return None

@@ -29,7 +29,7 @@ from django.conf import settings
 from core.errors import Unprocessable
 from governance.models import Agent
 from memory.enforcement import MemoryAccess
-from memory.engines import BUILTIN, EnginePlan
+from memory.engines import BUILTIN, EnginePlan, plan_for
 from providers import federation, services
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.models import EngineInstance
@@ -173,8 +173,6 @@ class Router:
         trace_parent: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        from memory.engines import plan_for
-
         plan = plan_for(access)
         engine = _engine(access.agent, engine_id, operation, plan.required_isolation)
         ctx = _context(access, engine, operation, plan.required_isolation, trace_parent=trace_parent)

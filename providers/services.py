@@ -22,6 +22,10 @@ from governance.models import Agent, Tenant, User
 from governance.services.audit import audit_record
 from providers import federation
 from providers.adapters.base import (
+    KNOWLEDGE_CAPABILITIES,
+    MEMORY_CAPABILITIES,
+    RECORD_KINDS,
+    SCHEMA_VERSION,
     AdapterError,
     CapabilityUnsupported,
     EngineConfig,
@@ -269,13 +273,6 @@ def announcement_for(engine: EngineInstance) -> dict[str, Any]:
 
 
 def builtin_announcement() -> dict[str, Any]:
-    from providers.adapters.base import (
-        KNOWLEDGE_CAPABILITIES,
-        MEMORY_CAPABILITIES,
-        RECORD_KINDS,
-        SCHEMA_VERSION,
-    )
-
     return {
         "schema_version": SCHEMA_VERSION,
         "provider": BUILTIN_PROVIDER,

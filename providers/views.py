@@ -15,7 +15,7 @@ from core.errors import ApiError
 from core.htmx import render_page
 from governance import authz
 from governance.authz import Capability
-from governance.models import Agent
+from governance.models import Agent, Tenant
 from governance.selectors import memory_policies_for_tenant
 from providers import selectors, services
 from providers.credentials import parse_ref
@@ -52,8 +52,6 @@ def engines(request: HttpRequest) -> HttpResponse:
             data = dict(form.cleaned_data)
             owner = None
             if data.pop("tenant"):
-                from governance.models import Tenant
-
                 owner = Tenant.objects.filter(slug=form.cleaned_data["tenant"]).first()
             if form.cleaned_data["tenant"] and owner is None:
                 form.add_error("tenant", "No such tenant.")

@@ -18,9 +18,9 @@ from core.errors import Conflict, Forbidden, InvalidInput
 from core.vocabulary import Kind, RecordKind
 from governance import authz
 from governance.authz import Capability
-from governance.models import Agent, Candidate, Membership
+from governance.models import Agent, Candidate, LegalHold, Membership
 from governance.services.audit import audit_record, subject_hash
-from governance.services.erasure import erasure_fenced
+from governance.services.erasure import DeleterResult, erasure_fenced
 
 # Execution state, not memory: a LangGraph checkpoint is never a candidate.
 REFUSED_RECORD_KINDS = frozenset({"checkpoint", "langgraph_checkpoint"})
@@ -143,9 +143,6 @@ def candidate_review(*, candidate: Candidate, actor: Any, decision: str, reason:
 def erase_subject_candidates(target: Any) -> Any:
     """Subject deleter for erasure: the subject's candidates, except under a subject
     or agent hold (registered in ``GovernanceConfig.ready``)."""
-    from governance.models import LegalHold
-    from governance.services.erasure import DeleterResult
-
     qs = Candidate.objects.filter(tenant_id=target.tenant_id, subject=target.subject)
     if target.agent_id is not None:
         qs = qs.filter(agent_id=target.agent_id)

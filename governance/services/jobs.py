@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
+from governance.consumers import broadcast_job
 from governance.models import Job, Tenant, User
 
 
@@ -52,6 +53,4 @@ def job_finish(job: Job, *, result: dict[str, Any] | None = None, error: str = "
 
 
 def _announce(job: Job) -> None:
-    from governance.consumers import broadcast_job
-
     transaction.on_commit(lambda: broadcast_job(job))
