@@ -20,7 +20,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
-            raise CommandError(f"no tenant with slug {options['graph_tenant']!r}")
+            raise CommandError(f"no tenant with slug {options['tenant']!r}")
         domains = [d for d in (options["domains"] or "").split(",") if d] or None
         unknown = sorted(set(domains or []) - set(CHAINS))
         if unknown:
