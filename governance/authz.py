@@ -24,7 +24,6 @@ tenant. docs/architecture.md#permissions prints the table.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -135,11 +134,6 @@ _JOB_KINDS: dict[str, Capability] = {
 
 def register_job_kind(kind: str, capability: Capability) -> None:
     _JOB_KINDS[kind] = capability
-
-
-def job_kinds_for(capabilities: Iterable[Capability]) -> set[str]:
-    held = set(capabilities)
-    return {kind for kind, capability in _JOB_KINDS.items() if capability in held}
 
 
 def _is_person(principal: Any) -> bool:
@@ -270,7 +264,7 @@ def restrict_jobs(qs: QuerySet[Any], principal: Any, action: str) -> QuerySet[An
         return qs.none()
     member_of = memberships_of(principal).values("tenant_id")
     visible = Q(created_by=principal) | Q(agent__in=_visible_agents(principal, VIEW))
-    for capability in {_JOB_KINDS[kind] for kind in _JOB_KINDS}:
+    for capability in set(_JOB_KINDS.values()):
         kinds = [kind for kind, needed in _JOB_KINDS.items() if needed == capability]
         visible |= Q(kind__in=kinds, tenant_id__in=tenant_ids_with(principal, capability))
     return qs.filter(visible, tenant_id__in=member_of)
