@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -23,9 +24,7 @@ def check_database() -> str:
 
 
 def check_broker() -> str:
-    from fedmem_site.celery import app
-
-    with app.connection_for_write() as conn:
+    with current_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
     return "ok"
 

@@ -14,7 +14,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,18 +27,30 @@ RELAY_GRACE = timedelta(seconds=10)
 KEEP_SENT = timedelta(days=7)
 
 
-def enqueue_on_commit(task: Task, *args: Any, **kwargs: Any) -> OutboxMessage:
-    message = OutboxMessage.objects.create(task_name=task.name, args=list(args), kwargs=kwargs)
+def enqueue_on_commit(task: Task | str, *args: Any, **kwargs: Any) -> OutboxMessage:
+    """Queue ``task`` (a task or its registered name) to run after the caller's commit.
+
+    Services pass the name: importing the tasks module would tie the service to its
+    own entry point (tasks import services), a cycle. An unknown name fails here,
+    in the caller's transaction, rather than in a worker that cannot route it.
+    """
+    name = task if isinstance(task, str) else task.name
+    if name not in current_app.tasks:
+        # Outside a worker the apps' tasks modules load on first need (autodiscovery).
+        current_app.loader.import_default_modules()
+        if name not in current_app.tasks:
+            raise LookupError(f"no Celery task is registered as {name!r}")
+    message = OutboxMessage.objects.create(task_name=name, args=list(args), kwargs=kwargs)
     transaction.on_commit(lambda: publish(message))
     return message
 
 
 def publish(message: OutboxMessage) -> bool:
     """Send one message; never raises (the relay retries what failed)."""
-    from fedmem_site.celery import app
-
+    # current_app is the project's app (fedmem_site.celery creates it first and it
+    # becomes current); core names no module above itself.
     try:
-        app.send_task(
+        current_app.send_task(
             message.task_name, args=message.args, kwargs=message.kwargs, task_id=str(message.pk), retry=False
         )
     except Exception as exc:  # broker unreachable: keep the row for the relay

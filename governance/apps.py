@@ -6,8 +6,11 @@ class GovernanceConfig(AppConfig):
     verbose_name = "Governance"
 
     def ready(self) -> None:
-        from governance import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from core.demo import register_demo_seeder
+        from governance import authz, schema  # noqa: F401  (restrict() gates, OpenAPI auth extension)
         from governance.services.candidates import erase_subject_candidates
+        from governance.services.demo import demo_seed
         from governance.services.erasure import register_subject_deleter
 
         register_subject_deleter("candidates", erase_subject_candidates)
+        register_demo_seeder(demo_seed)

@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from governance.models import ApiKey
-from governance.permissions import AgentPrincipal
+from governance.principals import AgentPrincipal, bind_to_tenant
 
 KEY_PREFIX = "fm_"
 # last_used_at is a hint, not an audit record: write it at most once a minute per key.
@@ -73,6 +73,9 @@ class BearerKeyAuthentication(authentication.BaseAuthentication):
         request._request.tenant = key.tenant
         if key.agent_id:
             return AgentPrincipal(key.agent, key), key  # type: ignore[arg-type]
+        # A personal key acts only in the tenant it was created in, whatever else
+        # its user belongs to (a console session keeps the tenant switcher).
+        bind_to_tenant(key.user, key.tenant_id)
         return key.user, key
 
     def authenticate_header(self, request: Any) -> str:

@@ -18,12 +18,13 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from core.errors import ApiError
+from core.errors import ApiError, Forbidden
 from core.htmx import render_page
+from governance import authz
+from governance.authz import Capability
 from governance.forms import ErasureForm, HoldForm, PolicyForm, ReleaseForm, RetentionForm
-from governance.models import AgentPolicyVersion, ErasureRequest, Role
+from governance.models import AgentPolicyVersion, ErasureRequest
 from governance.models.agents import AgentPermission
-from governance.permissions import has_role
 from governance.selectors import (
     access_agent,
     access_erasure_request,
@@ -41,12 +42,6 @@ from governance.services import erasure as erasure_services
 from governance.services import holds as hold_services
 from governance.services import policies as policy_services
 
-HOLD_READERS = (Role.SECURITY_OFFICER, Role.AUDITOR, Role.TENANT_ADMIN, Role.PLATFORM_ADMIN)
-ERASURE_REQUESTERS = (Role.SECURITY_OFFICER, Role.TENANT_ADMIN)
-ERASURE_READERS = (*ERASURE_REQUESTERS, Role.AUDITOR, Role.PLATFORM_ADMIN)
-RETENTION_READERS = HOLD_READERS
-# Compliance staff set retention (DESIGN: "set retention") without editing the rest of the policy.
-RETENTION_SETTERS = (Role.SECURITY_OFFICER, Role.TENANT_ADMIN, Role.PLATFORM_ADMIN)
 PAGE_SIZE = 25
 
 
@@ -57,10 +52,10 @@ def _tenant(request: HttpRequest) -> Any:
     return tenant
 
 
-def _require_page(request: HttpRequest, roles: tuple[str, ...]) -> Any:
+def _require_page(request: HttpRequest, capability: Capability) -> Any:
     """The active tenant, if the user's roles offer this page; otherwise a 404."""
     tenant = _tenant(request)
-    if not has_role(request.user, tenant, roles):
+    if not authz.can(request.user, tenant, capability):
         raise Http404
     return tenant
 
@@ -91,7 +86,7 @@ def _holds_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[str,
         "page": page,
         "state": state,
         "query": _query(request),
-        "is_officer": has_role(request.user, tenant, (Role.SECURITY_OFFICER,)),
+        "is_officer": authz.can(request.user, tenant, Capability.HOLD_MANAGE),
         "agents": agents_for(request.user, tenant=tenant),
         "form": HoldForm(),
         "release_form": ReleaseForm(),
@@ -102,11 +97,9 @@ def _holds_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[str,
 @login_required
 @require_http_methods(["GET", "POST"])
 def holds(request: HttpRequest) -> HttpResponse:
-    tenant = _require_page(request, HOLD_READERS)
+    tenant = _require_page(request, Capability.HOLD_READ)
     status, extra = 200, {}
     if request.method == "POST":
-        if not has_role(request.user, tenant, (Role.SECURITY_OFFICER,)):
-            return HttpResponse("Only a security officer may place a legal hold.", status=403)
         form = HoldForm(request.POST)
         status = 400
         if form.is_valid():
@@ -127,6 +120,8 @@ def holds(request: HttpRequest) -> HttpResponse:
                     item_id=data["item"],
                 )
                 status, extra = 200, {"notice": f"Legal hold placed on {hold.target}."}
+            except Forbidden as exc:  # legal_hold_place is the one officer check
+                return HttpResponse(exc.message, status=403)
             except ApiError as exc:
                 if exc.code == "agent_not_found":
                     form.add_error("agent", "No such agent in your tenant.")
@@ -144,13 +139,11 @@ def holds(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def hold_release(request: HttpRequest, hold_id: str) -> HttpResponse:
-    tenant = _require_page(request, HOLD_READERS)
+    tenant = _require_page(request, Capability.HOLD_READ)
     try:
         hold = access_legal_hold(tenant, hold_id)
     except ApiError as exc:
         raise Http404 from exc
-    if not has_role(request.user, tenant, (Role.SECURITY_OFFICER,)):
-        return HttpResponse("Only a security officer may release a legal hold.", status=403)
     form = ReleaseForm(request.POST)
     status, extra = 200, {}
     if not form.is_valid():
@@ -180,7 +173,7 @@ def _erasure_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[st
     return {
         "page": page,
         "query": _query(request),
-        "can_request": has_role(request.user, tenant, ERASURE_REQUESTERS),
+        "can_request": authz.can(request.user, tenant, Capability.ERASURE_REQUEST),
         "agents": agents_for(request.user, tenant=tenant),
         "form": ErasureForm(),
         **extra,
@@ -190,13 +183,9 @@ def _erasure_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[st
 @login_required
 @require_http_methods(["GET", "POST"])
 def erasures(request: HttpRequest) -> HttpResponse:
-    tenant = _require_page(request, ERASURE_READERS)
+    tenant = _require_page(request, Capability.ERASURE_READ)
     status, extra = 200, {}
     if request.method == "POST":
-        if not has_role(request.user, tenant, ERASURE_REQUESTERS):
-            return HttpResponse(
-                "Only a security officer or a tenant admin may request an erasure.", status=403
-            )
         form = ErasureForm(request.POST)
         status = 400
         if form.is_valid():
@@ -214,6 +203,8 @@ def erasures(request: HttpRequest) -> HttpResponse:
                     agent=agent,
                 )
                 status, extra = 200, {"created": created}
+            except Forbidden as exc:  # erasure_request_create is the one role check
+                return HttpResponse(exc.message, status=403)
             except ApiError as exc:
                 if exc.code == "agent_not_found":
                     form.add_error("agent", "No such agent in your tenant.")
@@ -229,7 +220,7 @@ def erasures(request: HttpRequest) -> HttpResponse:
 
 
 def _erasure_or_404(request: HttpRequest, request_id: str) -> ErasureRequest:
-    tenant = _require_page(request, ERASURE_READERS)
+    tenant = _require_page(request, Capability.ERASURE_READ)
     try:
         return access_erasure_request(tenant, request_id)
     except ApiError as exc:
@@ -274,7 +265,7 @@ def _retention_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[
     agents = list(agents_for(request.user, tenant=tenant))
     return {
         "rows": [{"agent": agent, "policy": policies[agent.pk]} for agent in agents],
-        "can_set": has_role(request.user, tenant, RETENTION_SETTERS),
+        "can_set": authz.can(request.user, tenant, Capability.RETENTION_SET),
         **extra,
     }
 
@@ -282,7 +273,7 @@ def _retention_context(request: HttpRequest, tenant: Any, **extra: Any) -> dict[
 @login_required
 @require_GET
 def retention(request: HttpRequest) -> HttpResponse:
-    tenant = _require_page(request, RETENTION_READERS)
+    tenant = _require_page(request, Capability.RETENTION_READ)
     return render_page(
         request,
         "governance/retention.html",
@@ -294,14 +285,14 @@ def retention(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def retention_set(request: HttpRequest, agent_id: str) -> HttpResponse:
-    tenant = _require_page(request, RETENTION_READERS)
+    tenant = _require_page(request, Capability.RETENTION_READ)
     try:
         agent = access_agent(request.user, agent_id, AgentPermission.VIEWER)
     except ApiError as exc:
         raise Http404 from exc
     if agent.tenant_id != tenant.pk:
         raise Http404
-    if not has_role(request.user, tenant, RETENTION_SETTERS):
+    if not authz.can(request.user, tenant, Capability.RETENTION_SET):
         return HttpResponse("Only a security officer or an admin may set retention.", status=403)
     form = RetentionForm(request.POST)
     status, extra = 200, {}
@@ -335,29 +326,24 @@ def retention_set(request: HttpRequest, agent_id: str) -> HttpResponse:
 
 # --- policy editor ----------------------------------------------------------------
 
-POLICY_ROLES = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN, Role.DEVELOPER)
-
 
 @login_required
 @require_GET
 def policies(request: HttpRequest) -> HttpResponse:
-    tenant = _require_page(request, POLICY_ROLES)
+    tenant = _require_page(request, Capability.POLICY_READ)
     agents = agents_for(request.user, tenant=tenant)
     editable = set(
         agents_for(request.user, AgentPermission.EDITOR, tenant=tenant).values_list("pk", flat=True)
     )
     versions = dict(
-        AgentPolicyVersion.objects.filter(agent__in=agents)
-        .order_by("agent_id", "-version")
-        .distinct("agent_id")
-        .values_list("agent_id", "version")
+        AgentPolicyVersion.objects.filter(agent__in=agents).in_force().values_list("agent_id", "version")
     )
     rows = [{"agent": a, "version": versions.get(a.pk, 0), "editable": a.pk in editable} for a in agents]
     return render_page(request, "governance/policies.html", "governance/policies.html", {"rows": rows})
 
 
 def _policy_agent(request: HttpRequest, agent_id: str) -> tuple[Any, bool]:
-    tenant = _require_page(request, POLICY_ROLES)
+    tenant = _require_page(request, Capability.POLICY_READ)
     try:
         agent = access_agent(request.user, agent_id, AgentPermission.VIEWER)
     except ApiError as exc:

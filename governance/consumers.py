@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 
-from governance.models import Job, Membership
+from governance.models import Job
 
 
 def job_group(job_id: Any) -> str:
@@ -58,5 +58,4 @@ class JobProgressConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     def _visible_job(self, user: Any, job_id: Any) -> Job | None:
         if user is None or not user.is_authenticated:
             return None
-        tenants = Membership.objects.filter(user=user).values("tenant_id")
-        return Job.objects.filter(pk=job_id, tenant_id__in=tenants).first()
+        return Job.objects.restrict(user).filter(pk=job_id).first()

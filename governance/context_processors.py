@@ -1,4 +1,4 @@
-"""Navigation for the console: what the user's roles in the active tenant offer."""
+"""Navigation for the console: what the user's capabilities in the active tenant offer."""
 
 from __future__ import annotations
 
@@ -6,23 +6,27 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from governance.permissions import roles_in
+from governance import authz
+from governance.authz import Capability
 
-# (label, url name or None while the area is not built yet, roles that see it; empty = everyone)
-NAVIGATION: list[tuple[str, str | None, frozenset[str]]] = [
-    ("Dashboard", "console:dashboard", frozenset()),
-    ("Memories", "console:memories", frozenset()),
-    ("Graph", "console:graph", frozenset()),
-    ("Candidates", "console:candidates", frozenset()),
+# (label, then the pages it may open, first held capability wins; empty = everyone)
+NAVIGATION: list[tuple[str, list[tuple[Capability | None, str]]]] = [
+    ("Dashboard", [(None, "console:dashboard")]),
+    ("Memories", [(None, "console:memories")]),
+    ("Graph", [(None, "console:graph")]),
+    ("Candidates", [(None, "console:candidates")]),
     (
         "Holds & erasure",
-        "console:holds",
-        frozenset({"security_officer", "auditor", "tenant_admin", "platform_admin"}),
+        [
+            (Capability.HOLD_READ, "console:holds"),
+            (Capability.ERASURE_READ, "console:erasures"),
+            (Capability.RETENTION_READ, "console:retention"),
+        ],
     ),
-    ("Engines", "console:engines", frozenset()),
-    ("Policies", "console:policies", frozenset({"platform_admin", "tenant_admin", "developer"})),
-    ("Audit", "console:audit", frozenset({"auditor"})),
-    ("Agents & keys", "console:agents", frozenset()),
+    ("Engines", [(None, "console:engines")]),
+    ("Policies", [(Capability.POLICY_READ, "console:policies")]),
+    ("Audit", [(Capability.AUDIT_READ, "console:audit")]),
+    ("Agents & keys", [(None, "console:agents")]),
 ]
 
 
@@ -30,11 +34,12 @@ def console(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     tenant = getattr(request, "tenant", None)
     if user is None or not user.is_authenticated or tenant is None:
-        return {"nav": [], "roles": set()}
-    roles = roles_in(user, tenant)
-    nav = [
-        {"label": label, "url_name": url_name}
-        for label, url_name, allowed in NAVIGATION
-        if not allowed or roles & allowed
-    ]
-    return {"nav": nav, "roles": roles}
+        return {"nav": [], "roles": set(), "can": set()}
+    held = authz.capabilities_in(user, tenant)
+    nav = []
+    for label, pages in NAVIGATION:
+        url_name = next((url for needed, url in pages if needed is None or needed in held), None)
+        if url_name is not None:
+            nav.append({"label": label, "url_name": url_name})
+    # Templates test capabilities by value: {% if "hold.read" in can %}.
+    return {"nav": nav, "roles": authz.roles_in(user, tenant), "can": {str(c) for c in held}}

@@ -79,11 +79,16 @@ def memberships_for(tenant: Tenant) -> QuerySet[Membership]:
     return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username", "role")
 
 
-def access_job(user: Any, job_id: Any) -> Job:
-    """A job of any tenant the user belongs to; anything else is a 404."""
+def jobs_for(principal: Any, tenant: Tenant) -> QuerySet[Job]:
+    """The tenant's jobs the principal may follow, newest first."""
+    return Job.objects.restrict(principal).filter(tenant=tenant).order_by("-created_at")
+
+
+def access_job(principal: Any, job_id: Any) -> Job:
+    """A job the principal may follow (see governance.authz.restrict_jobs); anything
+    else, a colleague's job included, is the same 404."""
     pk = as_uuid(job_id)
-    tenants = Membership.objects.filter(user=user).values("tenant_id")
-    job = Job.objects.filter(pk=pk, tenant_id__in=tenants).first() if pk else None
+    job = Job.objects.restrict(principal).filter(pk=pk).first() if pk else None
     if job is None:
         raise JobNotFound("Job not found.")
     return job
@@ -94,11 +99,11 @@ def audit_events(tenant: Tenant) -> QuerySet[AuditEvent]:
 
 
 def current_policy_version(agent: Agent) -> AgentPolicyVersion | None:
-    return AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").first()
+    return AgentPolicyVersion.objects.newest_first(agent).first()
 
 
 def policy_versions(agent: Agent) -> QuerySet[AgentPolicyVersion]:
-    return AgentPolicyVersion.objects.filter(agent=agent).select_related("created_by").order_by("-version")
+    return AgentPolicyVersion.objects.newest_first(agent).select_related("created_by")
 
 
 def memory_policy_for(agent: Agent) -> MemoryPolicy:
@@ -107,17 +112,14 @@ def memory_policy_for(agent: Agent) -> MemoryPolicy:
     One query. A stored version that no longer validates (a vocabulary shrank)
     fails closed to the defaults' read/write scopes rather than granting more.
     """
-    row = AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").values("policy").first()
+    row = AgentPolicyVersion.objects.newest_first(agent).values("policy").first()
     return _policy_or_default(agent.pk, row["policy"] if row else None)
 
 
 def memory_policies_for_tenant(tenant: Tenant) -> dict[Any, MemoryPolicy]:
     """The policy in force for every agent of a tenant, in one query (list pages)."""
     latest = (
-        AgentPolicyVersion.objects.filter(agent__tenant=tenant)
-        .order_by("agent_id", "-version")
-        .distinct("agent_id")
-        .values_list("agent_id", "policy")
+        AgentPolicyVersion.objects.filter(agent__tenant=tenant).in_force().values_list("agent_id", "policy")
     )
     stored = dict(latest)
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import connection
 
+from governance.services.erasure import erasure_run
 from governance.services.jobs import job_finish, job_mark_running
 
 
@@ -21,6 +22,4 @@ def run_self_check(job_id: str) -> None:
 
 @shared_task(name="governance.run_erasure", acks_late=True)
 def run_erasure(request_id: str) -> None:
-    from governance.services.erasure import erasure_run
-
     erasure_run(request_id=request_id)

@@ -18,25 +18,24 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ApiError
 from core.htmx import render_page
+from governance import authz
+from governance.authz import Capability
 from governance.filtersets import AuditEventFilterSet
 from governance.forms import AgentForm, KeyForm
 from governance.middleware import SESSION_KEY
-from governance.models import Job, Role
 from governance.models.agents import AgentPermission
-from governance.permissions import has_role
 from governance.selectors import (
     access_agent,
     access_job,
     agents_for,
     audit_events,
+    jobs_for,
     keys_for_agent,
     memberships_for,
 )
 from governance.services import agents as agent_services
 from governance.services import jobs as job_services
 from governance.services.audit import audit_verify
-
-ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
 
 
 class LoginView(auth_views.LoginView):
@@ -64,8 +63,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "agents": agents,
         "members": memberships_for(tenant),
-        "jobs": Job.objects.filter(tenant=tenant).order_by("-created_at")[:10],
-        "can_self_check": has_role(request.user, tenant, ADMINS),
+        "jobs": jobs_for(request.user, tenant)[:10],
+        "can_self_check": authz.can(request.user, tenant, Capability.SELF_CHECK_RUN),
     }
     return render_page(request, "governance/dashboard.html", "governance/partials/jobs.html", context)
 
@@ -83,10 +82,10 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
 @require_POST
 def self_check(request: HttpRequest) -> HttpResponse:
     tenant = _tenant(request)
-    if not has_role(request.user, tenant, ADMINS):
+    if not authz.can(request.user, tenant, Capability.SELF_CHECK_RUN):
         return HttpResponse(status=403)
     job_services.self_check_start(tenant=tenant, requested_by=request.user)
-    jobs = Job.objects.filter(tenant=tenant).order_by("-created_at")[:10]
+    jobs = jobs_for(request.user, tenant)[:10]
     return render_page(
         request,
         "governance/dashboard.html",
@@ -110,7 +109,7 @@ def job_row(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def agents(request: HttpRequest) -> HttpResponse:
     tenant = _tenant(request)
-    can_create = has_role(request.user, tenant, (*ADMINS, Role.DEVELOPER))
+    can_create = authz.can(request.user, tenant, Capability.AGENT_CREATE)
     form = AgentForm(request.POST or None)
     status = 200
     if request.method == "POST":
@@ -196,7 +195,7 @@ def agent_key_revoke(request: HttpRequest, agent_id: str, key_id: str) -> HttpRe
 @login_required
 def audit(request: HttpRequest) -> HttpResponse:
     tenant = _tenant(request)
-    if not has_role(request.user, tenant, (Role.AUDITOR,)):
+    if not authz.can(request.user, tenant, Capability.AUDIT_READ):
         raise Http404
     filterset = AuditEventFilterSet(request.GET, queryset=audit_events(tenant))
     events = filterset.qs if filterset.is_valid() else audit_events(tenant).none()

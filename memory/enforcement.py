@@ -100,8 +100,7 @@ def _policy_and_engine(agent: Agent) -> tuple[MemoryPolicy, tuple[str, str, str]
     from governance.selectors import memory_policy_from_stored
 
     row = (
-        AgentPolicyVersion.objects.filter(agent=agent)
-        .order_by("-version")
+        AgentPolicyVersion.objects.newest_first(agent)
         .values("policy", "engine", "mem0_instance", "cognee_instance")
         .first()
     )

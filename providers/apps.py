@@ -38,7 +38,7 @@ class ProvidersConfig(AppConfig):
 
         from memory.engines import register_router
         from memory.reasoning.synthesis import register_synthesizer_resolver
-        from providers import routing
+        from providers import routing, selectors  # noqa: F401  (selectors: the engines' restrict() gate)
         from providers.synthesis import resolve_synthesizer
 
         register_synthesizer_resolver(resolve_synthesizer)

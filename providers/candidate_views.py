@@ -18,10 +18,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import ApiError, NotFound
 from core.htmx import render_page
+from governance import authz
+from governance.authz import Capability
 from governance.forms import CandidateFilterForm, CandidateImportForm, ReviewForm
-from governance.models import Candidate, Role
+from governance.models import Candidate
 from governance.models.agents import AgentPermission
-from governance.permissions import has_role
 from governance.selectors import access_agent, agents_for, as_uuid
 from governance.services.candidates import candidate_review
 from memory.services.promotion import candidate_promote
@@ -49,7 +50,7 @@ def _powers(request: HttpRequest, tenant: Any) -> dict[str, Any]:
         agents_for(request.user, AgentPermission.EDITOR, tenant=tenant).values_list("pk", flat=True)
     )
     return {
-        "is_admin": has_role(request.user, tenant, (Role.TENANT_ADMIN,)),
+        "is_admin": authz.can(request.user, tenant, Capability.CANDIDATE_REVIEW_FOR_SUBJECT),
         "user_id": str(request.user.pk),
         "editable": editable,
     }

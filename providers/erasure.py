@@ -17,13 +17,12 @@ from governance.services.erasure import ErasureTarget
 from memory.holds import audit_blocked, holds_covering_subject
 from providers.adapters.base import AdapterError
 from providers.models import EngineInstance
+from providers.services import adapter_for, operation_context
 
 LIST_LIMIT = 1000
 
 
 def forget_subject_in_engines(target: ErasureTarget) -> list[dict[str, Any]]:
-    from providers.services import adapter_for, operation_context
-
     tenant = Tenant.objects.get(pk=target.tenant_id)
     agents = Agent.objects.filter(tenant=tenant)
     if target.agent_id is not None:

@@ -23,6 +23,7 @@ from governance.services.candidates import CandidateRefused, candidate_import
 from governance.services.jobs import job_finish, job_mark_running
 from memory.text import content_hash
 from providers.models import EngineInstance
+from providers.services import adapter_for, operation_context
 
 DEFAULT_LIMIT = 500
 
@@ -32,14 +33,15 @@ def candidates_import_start(
     *, tenant: Tenant, agent: Agent, engine_id: str, subject: str, actor: Any, limit: int = DEFAULT_LIMIT
 ) -> Job:
     """Queue an import; the job's result says how many were imported, fenced, refused."""
-    from providers.tasks import run_candidates_import
-
     if not EngineInstance.objects.visible_to_tenant(tenant).filter(pk=engine_id).exists():
         raise NotFound("Engine not found.", code="engine_not_found")
     if not subject:
         raise InvalidInput("Invalid input: subject.", details={"fields": {"subject": ["required"]}})
     job = Job.objects.create(
-        tenant=tenant, kind="candidates_import", created_by=actor if getattr(actor, "pk", None) else None
+        tenant=tenant,
+        kind="candidates_import",
+        agent=agent,
+        created_by=actor if getattr(actor, "pk", None) else None,
     )
     audit_record(
         tenant=tenant,
@@ -48,7 +50,7 @@ def candidates_import_start(
         target=agent,
         data={"engine": engine_id, "subject_hash": subject_hash(subject), "limit": limit, "job": str(job.pk)},
     )
-    enqueue_on_commit(run_candidates_import, str(job.pk), str(agent.pk), engine_id, subject, limit)
+    enqueue_on_commit("providers.import_candidates", str(job.pk), str(agent.pk), engine_id, subject, limit)
     return job
 
 
@@ -62,8 +64,6 @@ def _captured_at(value: str | None) -> datetime:
 def candidates_import_run(
     *, job_id: Any, agent_id: Any, engine_id: str, subject: str, limit: int
 ) -> Job | None:
-    from providers.services import adapter_for, operation_context
-
     job = job_mark_running(job_id)
     if job is None:
         return None

@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from governance.models import Tenant
+from governance.models.restricted import RestrictedQuerySet
 
 # The builtin engine is listed next to declared instances, so its id is reserved.
 BUILTIN_ENGINE_ID = "builtin"
@@ -37,7 +38,7 @@ class AccessControl(models.TextChoices):
     NONE = "none", "The engine takes no credential"
 
 
-class EngineInstanceQuerySet(models.QuerySet["EngineInstance"]):
+class EngineInstanceQuerySet(RestrictedQuerySet["EngineInstance"]):
     def visible_to_tenant(self, tenant: Tenant | None) -> EngineInstanceQuerySet:
         """Shared instances plus the tenant's own dedicated ones (never another tenant's)."""
         if tenant is None:

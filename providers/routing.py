@@ -33,37 +33,13 @@ from core.errors import (
     MemoryEngineRefused,
     MemoryIsolationInsufficient,
 )
-from governance.models import Agent, AgentPolicyVersion
-from governance.selectors import memory_policy_from_stored
+from governance.models import Agent
 from memory.enforcement import MemoryAccess
-from memory.engines import BUILTIN, EnginePlan, FederatedGroup, FederatedRecall
+from memory.engines import BUILTIN, EnginePlan, FederatedGroup, FederatedRecall, plan_for
 from providers import federation, services
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.models import EngineInstance
-
-Engine = AgentPolicyVersion.Engine
-
-
-def policy_plan(agent: Agent) -> EnginePlan:
-    """The agent's engine choice and required isolation, from its current policy version
-    (one query)."""
-    row = (
-        AgentPolicyVersion.objects.filter(agent=agent)
-        .order_by("-version")
-        .values("engine", "mem0_instance", "cognee_instance", "policy")
-        .first()
-    )
-    engine = row["engine"] if row else Engine.BUILTIN
-    mem0 = row["mem0_instance"] if row and engine in (Engine.MEM0, Engine.HYBRID) else ""
-    cognee = row["cognee_instance"] if row and engine in (Engine.COGNEE, Engine.HYBRID) else ""
-    return EnginePlan(
-        engine=engine,
-        memory_engine=mem0 or None,
-        knowledge_engine=cognee or None,
-        required_isolation=memory_policy_from_stored(
-            agent.pk, row["policy"] if row else None
-        ).required_isolation,
-    )
+from providers.plans import policy_plan
 
 
 def _engine(agent: Agent, engine_id: str, operation: str, required_isolation: str) -> EngineInstance:
@@ -206,8 +182,6 @@ class Router:
         trace_parent: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        from memory.engines import plan_for
-
         plan = plan_for(access)
         engine = _engine(access.agent, engine_id, operation, plan.required_isolation)
         ctx = _context(access, engine, operation, plan.required_isolation, trace_parent=trace_parent)

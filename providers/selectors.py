@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from core.errors import NotFound
-from governance.models import Role, Tenant
-from governance.permissions import has_role, is_agent
+from governance import authz
+from governance.authz import Capability
+from governance.models import Tenant
+from governance.models.restricted import CHANGE, register_gate
 from providers.models import EngineInstance, TenantEngineCredential
 
 
@@ -18,9 +20,28 @@ def engines_for(principal: Any, tenant: Tenant | None) -> QuerySet[EngineInstanc
     qs = EngineInstance.objects.select_related("tenant")
     if tenant is None:
         return qs.none()
-    if not is_agent(principal) and has_role(principal, tenant, [Role.PLATFORM_ADMIN]):
+    if authz.can(principal, tenant, Capability.ENGINE_READ_ALL):
         return qs.all()
     return qs.visible_to_tenant(tenant)
+
+
+def restrict_engines(qs: QuerySet[Any], principal: Any, action: str) -> QuerySet[Any]:
+    """``EngineInstance.objects.restrict``: view = shared instances and the dedicated ones
+    of the tenants that count (every instance with ``ENGINE_READ_ALL``); change =
+    every instance where the principal may declare engines, nothing otherwise."""
+    member_of = authz.memberships_of(principal).values("tenant_id")
+    if action == CHANGE:
+        return qs if authz.tenant_ids_with(principal, Capability.ENGINE_DECLARE).exists() else qs.none()
+    if authz.tenant_ids_with(principal, Capability.ENGINE_READ_ALL).exists():
+        return qs
+    if authz.is_agent(principal):
+        return qs.filter(Q(tenant__isnull=True) | Q(tenant_id=principal.agent.tenant_id))
+    if not getattr(principal, "is_authenticated", False):
+        return qs.none()
+    return qs.filter(Q(tenant__isnull=True) | Q(tenant_id__in=member_of))
+
+
+register_gate(EngineInstance._meta.label, restrict_engines)
 
 
 def access_engine(principal: Any, tenant: Tenant | None, engine_id: str) -> EngineInstance:

@@ -22,6 +22,10 @@ from governance.models import Agent, Tenant, User
 from governance.services.audit import audit_record
 from providers import federation
 from providers.adapters.base import (
+    KNOWLEDGE_CAPABILITIES,
+    MEMORY_CAPABILITIES,
+    RECORD_KINDS,
+    SCHEMA_VERSION,
     AdapterError,
     CapabilityUnsupported,
     EngineConfig,
@@ -46,6 +50,7 @@ from providers.models import (
     Isolation,
     TenantEngineCredential,
 )
+from providers.plans import policy_plan
 from providers.selectors import tenant_credential
 
 BUILTIN_PROVIDER = "builtin"
@@ -268,13 +273,6 @@ def announcement_for(engine: EngineInstance) -> dict[str, Any]:
 
 
 def builtin_announcement() -> dict[str, Any]:
-    from providers.adapters.base import (
-        KNOWLEDGE_CAPABILITIES,
-        MEMORY_CAPABILITIES,
-        RECORD_KINDS,
-        SCHEMA_VERSION,
-    )
-
     return {
         "schema_version": SCHEMA_VERSION,
         "provider": BUILTIN_PROVIDER,
@@ -401,15 +399,11 @@ def _plan_engines(plan: Any) -> list[str] | None:
 def policy_engines(agent: Agent) -> list[str] | None:
     """The engines the agent's policy recalls from: builtin plus its Mem0 / Cognee
     instances; None for a builtin policy (every engine the agent may use)."""
-    from providers.routing import policy_plan
-
     return _plan_engines(policy_plan(agent))
 
 
 def policy_required_isolation(agent: Agent) -> str:
     """The isolation the agent's policy requires of every engine it uses."""
-    from providers.routing import policy_plan
-
     return policy_plan(agent).required_isolation
 
 
@@ -529,8 +523,6 @@ def federated_recall(
 ) -> dict[str, Any]:
     """Recall for ``agent`` across engines. ``user_id`` / ``session_id`` narrow the
     namespace each engine is asked in (the agent's end user, the conversation)."""
-    from providers.routing import policy_plan
-
     plan = policy_plan(agent)  # one read for both the engines and the isolation
     required = _strongest(plan.required_isolation, isolation or Isolation.NONE)
     if engine_ids is None:

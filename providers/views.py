@@ -13,15 +13,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.errors import ApiError
 from core.htmx import render_page
-from governance.models import Agent, Role
-from governance.permissions import has_role
+from governance import authz
+from governance.authz import Capability
+from governance.models import Agent, Tenant
 from governance.selectors import memory_policies_for_tenant
 from providers import selectors, services
 from providers.credentials import parse_ref
 from providers.forms import CredentialForm, EngineForm
 from providers.models import BUILTIN_ENGINE_ID, ISOLATION_ORDER, Isolation
-
-HEALTH_ROLES = (Role.TENANT_ADMIN, Role.DEVELOPER, Role.SECURITY_OFFICER, Role.AUDITOR)
 
 
 def _tenant(request: HttpRequest) -> Any:
@@ -42,7 +41,7 @@ def _engine_or_404(request: HttpRequest, engine_id: str) -> Any:
 @require_http_methods(["GET", "POST"])
 def engines(request: HttpRequest) -> HttpResponse:
     tenant = _tenant(request)
-    can_declare = has_role(request.user, tenant, (Role.PLATFORM_ADMIN,))
+    can_declare = authz.can(request.user, tenant, Capability.ENGINE_DECLARE)
     form = EngineForm(request.POST or None)
     status = 200
     if request.method == "POST":
@@ -53,8 +52,6 @@ def engines(request: HttpRequest) -> HttpResponse:
             data = dict(form.cleaned_data)
             owner = None
             if data.pop("tenant"):
-                from governance.models import Tenant
-
                 owner = Tenant.objects.filter(slug=form.cleaned_data["tenant"]).first()
             if form.cleaned_data["tenant"] and owner is None:
                 form.add_error("tenant", "No such tenant.")
@@ -114,11 +111,11 @@ def engine_detail(request: HttpRequest, engine_id: str) -> HttpResponse:
         "announcement": announcement,
         "credential_scheme": parse_ref(credential.credential_ref).scheme if credential else None,
         "refused": _agents_refused(tenant, announcement["isolation"]),
-        "can_health": engine is not None and has_role(request.user, tenant, HEALTH_ROLES),
+        "can_health": engine is not None and authz.can(request.user, tenant, Capability.ENGINE_HEALTH),
         "can_credential": engine is not None
         and engine.access_control != "none"
-        and has_role(request.user, tenant, (Role.TENANT_ADMIN,)),
-        "can_remove": engine is not None and has_role(request.user, tenant, (Role.PLATFORM_ADMIN,)),
+        and authz.can(request.user, tenant, Capability.ENGINE_CREDENTIALS),
+        "can_remove": engine is not None and authz.can(request.user, tenant, Capability.ENGINE_DECLARE),
         "form": CredentialForm(),
     }
     return render_page(request, "providers/engine_detail.html", "providers/partials/credential.html", context)
@@ -129,7 +126,7 @@ def engine_detail(request: HttpRequest, engine_id: str) -> HttpResponse:
 def engine_health(request: HttpRequest, engine_id: str) -> HttpResponse:
     tenant = _tenant(request)
     engine = _engine_or_404(request, engine_id)
-    if not has_role(request.user, tenant, HEALTH_ROLES):
+    if not authz.can(request.user, tenant, Capability.ENGINE_HEALTH):
         return HttpResponse(status=403)
     try:
         report: dict[str, Any] = services.engine_health(engine=engine, tenant=tenant).to_dict()
@@ -145,7 +142,7 @@ def engine_health(request: HttpRequest, engine_id: str) -> HttpResponse:
 def engine_credential(request: HttpRequest, engine_id: str) -> HttpResponse:
     tenant = _tenant(request)
     engine = _engine_or_404(request, engine_id)
-    if not has_role(request.user, tenant, (Role.TENANT_ADMIN,)):
+    if not authz.can(request.user, tenant, Capability.ENGINE_CREDENTIALS):
         return HttpResponse(status=403)
     form = CredentialForm(request.POST)
     status = 200
@@ -186,7 +183,7 @@ def engine_credential(request: HttpRequest, engine_id: str) -> HttpResponse:
 def engine_remove(request: HttpRequest, engine_id: str) -> HttpResponse:
     tenant = _tenant(request)
     engine = _engine_or_404(request, engine_id)
-    if not has_role(request.user, tenant, (Role.PLATFORM_ADMIN,)):
+    if not authz.can(request.user, tenant, Capability.ENGINE_DECLARE):
         return HttpResponse(status=403)
     services.engine_delete(actor=request.user, engine=engine)
     return redirect("console:engines")
@@ -198,7 +195,7 @@ def dashboard_engines(request: HttpRequest) -> HttpResponse:
     cached health check for the roles that may run one (loaded after the page)."""
     tenant = _tenant(request)
     rows = list(selectors.engines_for(request.user, tenant).order_by("id"))
-    can_health = has_role(request.user, tenant, HEALTH_ROLES)
+    can_health = authz.can(request.user, tenant, Capability.ENGINE_HEALTH)
     health = services.engines_health_overview(engines=rows, tenant=tenant) if can_health else {}
     context = {
         "engines": [{"engine": e, "report": health.get(e.id)} for e in rows],

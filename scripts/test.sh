@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every check CI runs, in order: services, lint, migrations, Django checks, tests.
+# Every check CI runs, in order: services, lint, import contracts, types, migrations, Django checks, tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,11 @@ fi
 echo "== ruff"
 ruff check .
 ruff format --check .
+echo "== import contracts (layers, api/ imports) and import rules (private names, cycles)"
+lint-imports
+python scripts/check_imports.py
+echo "== mypy"
+mypy
 echo "== migrations"
 DJANGO_SETTINGS_MODULE=fedmem_site.settings.test python manage.py makemigrations --check --dry-run
 echo "== django checks"

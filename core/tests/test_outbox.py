@@ -78,3 +78,11 @@ def test_publish_lost_during_an_outage_is_relayed_and_runs_once(world, worker_fa
 def test_relay_leaves_young_messages_to_the_on_commit_path(world):
     OutboxMessage.objects.create(task_name="governance.run_self_check", args=["x"])
     assert outbox_relay_run()["sent"] == 0
+
+
+def test_an_unknown_task_name_fails_in_the_caller_and_writes_nothing(db):
+    from core.tasks import enqueue_on_commit
+
+    with pytest.raises(LookupError, match=r"governance\.no_such_task"):
+        enqueue_on_commit("governance.no_such_task", "x")
+    assert not OutboxMessage.objects.exists()

@@ -17,15 +17,14 @@ from rest_framework.views import APIView
 
 from core.errors import ErasureNotCompleted, ErasureRequestNotFound, NotFound
 from governance.api import serializers as s
-from governance.models import ErasureRequest, Role
+from governance.authz import Capability, requires
+from governance.models import ErasureRequest
 from governance.models.agents import AgentPermission
-from governance.permissions import IsUser, tenant_role
-from governance.selectors import access_agent, as_uuid
+from governance.permissions import IsUser
+from governance.selectors import access_agent, access_erasure_request, erasure_requests_for
 from governance.services import erasure as erasure_services
 
 TAG = ["erasure"]
-REQUESTERS = (Role.SECURITY_OFFICER, Role.TENANT_ADMIN)
-READERS = (*REQUESTERS, Role.AUDITOR)
 ERRORS = {
     400: OpenApiResponse(description="Invalid input; `details.fields` names each bad field."),
     401: OpenApiResponse(description="No or an invalid API key."),
@@ -34,19 +33,10 @@ ERRORS = {
 }
 
 
-def _request(request: Request, request_id: str) -> ErasureRequest:
-    pk = as_uuid(request_id)
-    qs = ErasureRequest.objects.select_related("job", "requested_by")
-    found = qs.filter(pk=pk, tenant=request.tenant).first() if pk else None
-    if found is None:
-        raise ErasureRequestNotFound("Erasure request not found.")
-    return found
-
-
 class ErasureRequestListView(APIView):
     def get_permissions(self):  # type: ignore[no-untyped-def]
-        roles = REQUESTERS if self.request.method == "POST" else READERS
-        return [IsAuthenticated(), IsUser(), tenant_role(*roles)()]
+        needed = Capability.ERASURE_REQUEST if self.request.method == "POST" else Capability.ERASURE_READ
+        return [IsAuthenticated(), IsUser(), requires(needed)()]
 
     @extend_schema(
         tags=TAG,
@@ -54,8 +44,7 @@ class ErasureRequestListView(APIView):
         responses={200: s.ErasureRequestSerializer(many=True)},
     )
     def get(self, request: Request) -> Response:
-        qs = ErasureRequest.objects.filter(tenant=request.tenant).select_related("job", "requested_by")
-        return Response(s.ErasureRequestSerializer(qs, many=True).data)
+        return Response(s.ErasureRequestSerializer(erasure_requests_for(request.tenant), many=True).data)
 
     @extend_schema(
         tags=TAG,
@@ -85,7 +74,7 @@ class ErasureRequestListView(APIView):
 
 
 class ErasureRequestDetailView(APIView):
-    permission_classes = [IsAuthenticated, IsUser, tenant_role(*READERS)]
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.ERASURE_READ)]
 
     @extend_schema(
         tags=TAG,
@@ -93,11 +82,11 @@ class ErasureRequestDetailView(APIView):
         responses={200: s.ErasureRequestSerializer, **ERRORS},
     )
     def get(self, request: Request, request_id: str) -> Response:
-        return Response(s.ErasureRequestSerializer(_request(request, request_id)).data)
+        return Response(s.ErasureRequestSerializer(access_erasure_request(request.tenant, request_id)).data)
 
 
 class ErasureCertificateView(APIView):
-    permission_classes = [IsAuthenticated, IsUser, tenant_role(*READERS)]
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.ERASURE_READ)]
 
     @extend_schema(
         tags=TAG,
@@ -109,7 +98,7 @@ class ErasureCertificateView(APIView):
         },
     )
     def get(self, request: Request, request_id: str) -> HttpResponse:
-        found = _request(request, request_id)
+        found = access_erasure_request(request.tenant, request_id)
         if found.status != ErasureRequest.Status.COMPLETED:
             raise ErasureNotCompleted("The erasure has not completed yet.")
         response = HttpResponse(

@@ -15,11 +15,13 @@ from rest_framework.views import APIView
 
 from core.errors import ApiKeyNotFound, Forbidden, InvalidInput, NoTenant
 from core.pagination import CursorPagination
+from governance import authz
 from governance.api import serializers as s
+from governance.authz import Capability, requires
 from governance.filtersets import AuditEventFilterSet
-from governance.models import Agent, ApiKey, AuditEvent, Role, User
+from governance.models import Agent, ApiKey, AuditEvent, User
 from governance.models.agents import AgentPermission
-from governance.permissions import IsUser, has_role, is_agent, roles_in, tenant_role
+from governance.permissions import IsUser, is_agent
 from governance.selectors import (
     access_agent,
     access_job,
@@ -33,9 +35,6 @@ from governance.selectors import (
 from governance.services import agents as agent_services
 from governance.services import jobs as job_services
 from governance.services.audit import audit_verify
-
-AGENT_CREATORS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN, Role.DEVELOPER)
-ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
 
 
 def _tenant_or_403(request: Request) -> Any:
@@ -59,7 +58,7 @@ class MeView(APIView):
         data = {
             "principal": principal,
             "tenant": tenant,
-            "roles": sorted(roles_in(user, tenant)) if tenant else [],
+            "roles": sorted(authz.roles_in(user, tenant)) if tenant else [],
             "tenants": tenants,
         }
         return Response(s.MeSerializer(data).data)
@@ -77,8 +76,9 @@ class AgentListView(APIView):
     )
     def post(self, request: Request) -> Response:
         tenant = _tenant_or_403(request)
-        if is_agent(request.user) or not has_role(request.user, tenant, AGENT_CREATORS):
-            raise Forbidden("Only admins and developers can create agents.")
+        authz.require(
+            request.user, tenant, Capability.AGENT_CREATE, "Only admins and developers can create agents."
+        )
         body = s.AgentCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         agent = agent_services.agent_create(tenant=tenant, created_by=request.user, **body.validated_data)
@@ -160,8 +160,9 @@ class AgentGrantsView(APIView):
     )
     def put(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.EDITOR)
-        if not has_role(request.user, agent.tenant, (*ADMINS, Role.DEVELOPER)):
-            raise Forbidden("Your role does not allow sharing agents.")
+        authz.require(
+            request.user, agent.tenant, Capability.AGENT_SHARE, "Your role does not allow sharing agents."
+        )
         body = s.GrantSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user = User.objects.filter(
@@ -233,7 +234,7 @@ class MyKeyDetailView(APIView):
 
 
 class SelfCheckView(APIView):
-    permission_classes = [IsAuthenticated, IsUser, tenant_role(*ADMINS)]
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.SELF_CHECK_RUN)]
 
     @extend_schema(
         request=None,
@@ -260,7 +261,7 @@ class AuditPagination(CursorPagination):
 class AuditEventListView(generics.ListAPIView):
     """The tenant's audit trail, newest first (auditors only)."""
 
-    permission_classes = [IsAuthenticated, IsUser, tenant_role(Role.AUDITOR)]
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.AUDIT_READ)]
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilterSet
     pagination_class = AuditPagination
@@ -271,7 +272,7 @@ class AuditEventListView(generics.ListAPIView):
 
 
 class AuditVerifyView(APIView):
-    permission_classes = [IsAuthenticated, IsUser, tenant_role(Role.AUDITOR)]
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.AUDIT_READ)]
 
     @extend_schema(responses=s.AuditVerificationSerializer, summary="Verify the tenant's audit chain")
     def get(self, request: Request) -> Response:

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from .restricted import RestrictedQuerySet
 from .tenancy import Tenant
 
 
@@ -17,12 +18,9 @@ class AgentPermission(models.TextChoices):
     CAN_INVOKE = "can_invoke", "Can call the memory API as the agent"
 
 
-class AgentQuerySet(models.QuerySet["Agent"]):
-    def restrict(self, principal: object, permission: str) -> AgentQuerySet:
-        """The one permission gate for agents; see governance.permissions."""
-        from governance.permissions import restrict_agents
-
-        return restrict_agents(self, principal, permission)
+class AgentQuerySet(RestrictedQuerySet["Agent"]):
+    """``restrict(principal, permission)`` is the one gate for agents (an
+    :class:`AgentPermission` as the action); see governance.permissions."""
 
 
 class Agent(models.Model):
@@ -52,7 +50,7 @@ class Agent(models.Model):
         return self.name
 
 
-class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+class ApiKeyQuerySet(RestrictedQuerySet["ApiKey"]):
     def active(self) -> ApiKeyQuerySet:
         return self.filter(revoked_at__isnull=True)
 

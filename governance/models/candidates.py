@@ -16,6 +16,7 @@ from django.db import models
 
 from core.vocabulary import Kind, RecordKind
 
+from .restricted import RestrictedQuerySet
 from .tenancy import Tenant
 
 
@@ -53,6 +54,8 @@ class Candidate(models.Model):
     promoted_item_id = models.UUIDField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RestrictedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from .restricted import RestrictedQuerySet
 from .tenancy import Tenant
 
 
@@ -45,6 +46,8 @@ class ErasureRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     certificate = models.JSONField(default=dict, blank=True)
+
+    objects = RestrictedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

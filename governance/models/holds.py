@@ -16,10 +16,11 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from .restricted import RestrictedQuerySet
 from .tenancy import Tenant
 
 
-class LegalHoldQuerySet(models.QuerySet["LegalHold"]):
+class LegalHoldQuerySet(RestrictedQuerySet["LegalHold"]):
     def active(self) -> LegalHoldQuerySet:
         return self.filter(released_at__isnull=True)
 

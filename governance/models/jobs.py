@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from .restricted import RestrictedQuerySet
 from .tenancy import Tenant
 
 
@@ -31,9 +32,16 @@ class Job(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The agent the work is about (a knowledge graph build, a candidate import):
+    # whoever may view the agent may follow the job; tenant-wide kinds leave it empty.
+    agent = models.ForeignKey(
+        "governance.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RestrictedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -7,8 +7,24 @@ validated by :class:`governance.policy.MemoryPolicy` before it is stored.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+
+from .restricted import RestrictedQuerySet
+
+
+class PolicyVersionQuerySet(RestrictedQuerySet["AgentPolicyVersion"]):
+    """The one place that knows "the policy in force" is the newest version."""
+
+    def newest_first(self, agent: Any) -> PolicyVersionQuerySet:
+        """An agent's versions, the one in force first (``.first()`` is it, or None)."""
+        return self.filter(agent=agent).order_by("-version")
+
+    def in_force(self) -> PolicyVersionQuerySet:
+        """The version in force of every agent in the queryset, one row each."""
+        return self.order_by("agent_id", "-version").distinct("agent_id")
 
 
 class AgentPolicyVersion(models.Model):
@@ -33,6 +49,8 @@ class AgentPolicyVersion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PolicyVersionQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -36,9 +36,6 @@ class Role(models.TextChoices):
     AUDITOR = "auditor", "Auditor"
 
 
-ADMIN_ROLES = frozenset({Role.PLATFORM_ADMIN, Role.TENANT_ADMIN})
-
-
 class Membership(models.Model):
     """A user's role in one tenant; a user may hold several roles in several tenants."""
 

@@ -16,10 +16,11 @@ from django.utils import timezone
 
 from core.errors import CandidatePromoted, ErrorCode, InvalidInput, NotCandidateOwner, field_error
 from core.vocabulary import Kind, RecordKind
-from governance.models import Agent, Candidate, Membership, Role
-from governance.permissions import has_role
+from governance import authz
+from governance.authz import Capability
+from governance.models import Agent, Candidate, LegalHold, Membership
 from governance.services.audit import audit_record, subject_hash
-from governance.services.erasure import erasure_fenced
+from governance.services.erasure import DeleterResult, erasure_fenced
 
 # Execution state, not memory: a LangGraph checkpoint is never a candidate.
 REFUSED_RECORD_KINDS = frozenset({"checkpoint", "langgraph_checkpoint"})
@@ -99,7 +100,7 @@ def reviewer_role(actor: Any, candidate: Candidate) -> str:
     )
     if is_subject:
         return Candidate.ReviewedAs.SUBJECT
-    if has_role(actor, candidate.tenant_id, [Role.TENANT_ADMIN]):
+    if authz.can(actor, candidate.tenant_id, Capability.CANDIDATE_REVIEW_FOR_SUBJECT):
         return Candidate.ReviewedAs.TENANT_ADMIN
     raise NotCandidateOwner(
         "Only the person the record is about, or a tenant admin acting for them, may review it.",
@@ -137,9 +138,6 @@ def candidate_review(*, candidate: Candidate, actor: Any, decision: str, reason:
 def erase_subject_candidates(target: Any) -> Any:
     """Subject deleter for erasure: the subject's candidates, except under a subject
     or agent hold (registered in ``GovernanceConfig.ready``)."""
-    from governance.models import LegalHold
-    from governance.services.erasure import DeleterResult
-
     qs = Candidate.objects.filter(tenant_id=target.tenant_id, subject=target.subject)
     if target.agent_id is not None:
         qs = qs.filter(agent_id=target.agent_id)
@@ -157,7 +155,9 @@ def erase_subject_candidates(target: Any) -> Any:
     deleted = qs.exclude(pk__in=kept_qs.values("pk")).delete()[0]
     result.counts = {Candidate._meta.db_table: deleted}
     if kept:
-        used = subject_holds or [h for h in agent_holds if kept_qs.filter(agent_id=h.agent_id).exists()]
+        used = subject_holds or [
+            h for h in agent_holds if h.agent_id is not None and kept_qs.filter(agent_id=h.agent_id).exists()
+        ]
         result.held.append(
             {
                 "table": Candidate._meta.db_table,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,20 @@ def demo_seed() -> dict[str, Any]:
     return data
 
 
-def _seed_memories(data: dict[str, Any]) -> int:
-    """The demo agents' memories, through the memory app's own seeding service
-    (imported here: memory depends on governance, not the other way round)."""
-    from memory.services.demo import memory_demo_seed
+# Apps above governance seed their own demo data for the demo agents (memory
+# registers its memories when it loads): governance does not import them.
+_MEMORY_SEEDERS: list[Callable[..., dict[str, Any]]] = []
 
+
+def register_demo_memory_seeder(seeder: Callable[..., dict[str, Any]]) -> None:
+    if seeder not in _MEMORY_SEEDERS:
+        _MEMORY_SEEDERS.append(seeder)
+
+
+def _seed_memories(data: dict[str, Any]) -> int:
     ids = [info["id"] for info in data["agents"].values()]
     agents = {agent.name: agent for agent in Agent.objects.filter(pk__in=ids)}
-    return int(memory_demo_seed(agents=agents)["memories"])
+    return sum(int(seeder(agents=agents).get("memories", 0)) for seeder in _MEMORY_SEEDERS)
 
 
 @transaction.atomic

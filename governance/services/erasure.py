@@ -24,14 +24,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Forbidden, field_error
+from core.errors import field_error
 from core.tasks import enqueue_on_commit
-from governance.models import Agent, ErasureFence, ErasureRequest, Job, Role, Tenant
-from governance.permissions import has_role
+from governance import authz
+from governance.authz import Capability
+from governance.models import Agent, ErasureFence, ErasureRequest, Job, Tenant
 from governance.services.audit import audit_record, subject_hash
 from governance.services.jobs import job_finish, job_mark_running
-
-ERASERS = (Role.SECURITY_OFFICER, Role.TENANT_ADMIN)
 
 
 @dataclass(frozen=True)
@@ -81,10 +80,12 @@ def erasure_request_create(
     *, tenant: Tenant, actor: Any, subject: str, scope: str, reason: str, agent: Agent | None = None
 ) -> ErasureRequest:
     """Accept an erasure request and queue the work (202: the worker does it)."""
-    from governance.tasks import run_erasure
-
-    if not has_role(actor, tenant, ERASERS):
-        raise Forbidden("Only a security officer or a tenant admin may request an erasure.")
+    authz.require(
+        actor,
+        tenant,
+        Capability.ERASURE_REQUEST,
+        "Only a security officer or a tenant admin may request an erasure.",
+    )
     if not subject.strip():
         raise invalid_field("subject", "required")
     if scope not in ErasureRequest.Scope.values:
@@ -111,7 +112,7 @@ def erasure_request_create(
         target=request,
         data={"subject_hash": request.subject_hash, "scope": scope, "agent": str(request.agent_id or "")},
     )
-    enqueue_on_commit(run_erasure, str(request.pk))
+    enqueue_on_commit("governance.run_erasure", str(request.pk))
     return request
 
 

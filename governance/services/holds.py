@@ -15,16 +15,18 @@ from django.utils import timezone
 
 from core.errors import Forbidden, LegalHoldReleased, TwoPersonRule, field_error
 from core.vocabulary import Scope
-from governance.models import Agent, LegalHold, Role, Tenant
-from governance.permissions import has_role
+from governance import authz
+from governance.authz import Capability
+from governance.models import Agent, LegalHold, Tenant
 from governance.services.audit import audit_record, subject_hash
 
 invalid_field = field_error  # the one field-error helper (core.errors)
 
 
 def _require_officer(actor: Any, tenant: Tenant) -> None:
-    if not has_role(actor, tenant, [Role.SECURITY_OFFICER]):
-        raise Forbidden("Only a security officer may place or release legal holds.")
+    authz.require(
+        actor, tenant, Capability.HOLD_MANAGE, "Only a security officer may place or release legal holds."
+    )
 
 
 def _audit_data(hold: LegalHold) -> dict[str, Any]:

@@ -10,16 +10,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
+from governance.consumers import broadcast_job
 from governance.models import Job, Tenant, User
 
 
 @transaction.atomic
 def self_check_start(*, tenant: Tenant, requested_by: User | None) -> Job:
     """Queue a round trip through the worker: proves the broker and a worker are alive."""
-    from governance.tasks import run_self_check
-
     job = Job.objects.create(tenant=tenant, kind="self_check", total=1, created_by=requested_by)
-    enqueue_on_commit(run_self_check, str(job.pk))
+    enqueue_on_commit("governance.run_self_check", str(job.pk))
     return job
 
 
@@ -54,6 +53,4 @@ def job_finish(job: Job, *, result: dict[str, Any] | None = None, error: str = "
 
 
 def _announce(job: Job) -> None:
-    from governance.consumers import broadcast_job
-
     transaction.on_commit(lambda: broadcast_job(job))

@@ -59,7 +59,7 @@ def _validated_engine(*, agent: Agent, engine: str, mem0_instance: str, cognee_i
 
 
 def _latest(agent: Agent) -> AgentPolicyVersion | None:
-    return AgentPolicyVersion.objects.filter(agent=agent).order_by("-version").first()
+    return AgentPolicyVersion.objects.newest_first(agent).first()
 
 
 def _store(

@@ -88,6 +88,7 @@ def test_self_check_api_roles(world, as_user, as_agent):
 def test_jobs_of_another_tenant_are_404(world, as_user):
     from conftest import assert_error
 
-    job = Job.objects.create(tenant=world.other_tenant, kind="self_check")
+    # The outsider started it: a job is its creator's (and its kind's readers'), not the tenant's.
+    job = Job.objects.create(tenant=world.other_tenant, kind="self_check", created_by=world.outsider)
     assert_error(as_user(world.owner).get(f"/v1/jobs/{job.pk}"), 404, "job_not_found")
     assert as_user(world.outsider).get(f"/v1/jobs/{job.pk}").status_code == 200

@@ -23,8 +23,6 @@ def extraction_backfill(*, which: str, agent_id: Any = None, tenant_id: Any = No
     pending (with the error cleared) so progress shows on the items."""
     if which not in SELECTIONS:
         raise ValueError(f"which must be one of {', '.join(SELECTIONS)}")
-    from memory.tasks import extract_items
-
     items = MemoryItem.objects.all()
     if which != "all":
         items = items.filter(extraction_status=which)
@@ -40,5 +38,5 @@ def extraction_backfill(*, which: str, agent_id: Any = None, tenant_id: Any = No
                 MemoryItem.objects.filter(pk__in=chunk).update(
                     extraction_status=MemoryItem.Extraction.PENDING, extraction_error=""
                 )
-            enqueue_on_commit(extract_items, chunk)
+            enqueue_on_commit("memory.extract_items", chunk)
     return len(ids)

@@ -175,7 +175,7 @@ def memory_demo_seed(*, agents: dict[str, Agent]) -> dict[str, Any]:
         access = system_access(agent)
         new_ids = []
         for start in range(0, len(missing), 100):
-            results = memory_remember_batch(access=access, drafts=missing[start : start + 100], via="demo")
+            results = memory_remember_batch(access=access, drafts=[*missing[start : start + 100]], via="demo")
             new_ids += [r.outcome.item.pk for r in results if r.outcome is not None and r.outcome.created]
         # Spread the new memories over the last 90 days so recency and lists look lived-in.
         now = timezone.now()

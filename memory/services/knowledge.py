@@ -321,14 +321,13 @@ def _store_chunks(
 
 
 def _graph_job(access: MemoryAccess, datasets: list[Dataset], requested_by: Any) -> Job:
-    from memory.tasks import knowledge_graph_build
-
     total = MemoryItem.objects.filter(dataset__in=datasets).count() + sum(
         1 for d in datasets if d.engine != engines.BUILTIN
     )
     job = Job.objects.create(
         tenant_id=access.tenant_id,
         kind="knowledge_graph",
+        agent=access.agent,
         total=total,
         created_by=requested_by if getattr(requested_by, "pk", None) else None,
         message=", ".join(d.name for d in datasets)[:500],
@@ -336,7 +335,9 @@ def _graph_job(access: MemoryAccess, datasets: list[Dataset], requested_by: Any)
     Dataset.objects.filter(pk__in=[d.pk for d in datasets]).update(
         graph_status=Dataset.Graph.QUEUED, graph_job=job.pk, updated_at=timezone.now()
     )
-    enqueue_on_commit(knowledge_graph_build, str(job.pk), str(access.agent.pk), [d.pk for d in datasets])
+    enqueue_on_commit(
+        "memory.knowledge_graph_build", str(job.pk), str(access.agent.pk), [d.pk for d in datasets]
+    )
     return job
 
 

@@ -36,11 +36,7 @@ class SweepReport:
 
 def _idle_tenants() -> set[Any]:
     """Tenants with at least one agent whose newest policy version sets idle_days."""
-    latest = (
-        AgentPolicyVersion.objects.order_by("agent_id", "-version")
-        .distinct("agent_id")
-        .values_list("agent__tenant_id", "policy")
-    )
+    latest = AgentPolicyVersion.objects.in_force().values_list("agent__tenant_id", "policy")
     return {tenant_id for tenant_id, policy in latest if (policy or {}).get("idle_days")}
 
 

@@ -51,7 +51,8 @@ class OpenAICompatibleAdapter(MemoryAdapter):
             base_url=self.engine.base_url,
             # Servers without access control still need a non-empty key for the library.
             api_key=secret.reveal() if secret is not None else "not-needed",
-            http_client=self.http_client(ctx, with_auth=False),
+            # The SDK annotates its own vendored httpx; ours is the same class at run time.
+            http_client=self.http_client(ctx, with_auth=False),  # type: ignore[arg-type]
             max_retries=0,
             timeout=self.engine.timeout_seconds,
         )
@@ -69,7 +70,7 @@ class OpenAICompatibleAdapter(MemoryAdapter):
         with self.translate_errors():
             response = self._client(ctx).chat.completions.create(
                 model=str(self.engine.options.get("model")),
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 max_tokens=int(self.engine.options.get("max_tokens", DEFAULT_MAX_TOKENS)),
                 temperature=float(self.engine.options.get("temperature", 0)),
             )

@@ -14,18 +14,18 @@ from rest_framework.views import APIView
 
 from core.errors import BadGateway, Conflict, Forbidden, InvalidInput, NotFound, Unprocessable
 from core.health import check_database
+from governance import authz
 from governance.api.serializers import JobSerializer
-from governance.models import Role, Tenant
+from governance.authz import Capability
+from governance.models import Tenant
 from governance.models.agents import AgentPermission
-from governance.permissions import IsUser, has_role, is_agent
+from governance.permissions import IsUser
 from governance.selectors import access_agent, agents_for
 from providers import selectors, services
 from providers.api import serializers as s
 from providers.credentials import parse_ref
 from providers.imports import candidates_import_start
 from providers.models import BUILTIN_ENGINE_ID, EngineInstance
-
-HEALTH_ROLES = (Role.TENANT_ADMIN, Role.DEVELOPER, Role.SECURITY_OFFICER, Role.AUDITOR)
 
 
 def _tenant(request: Request) -> Tenant:
@@ -35,9 +35,8 @@ def _tenant(request: Request) -> Tenant:
     return tenant
 
 
-def _require_role(request: Request, tenant: Tenant, roles: tuple[str, ...], what: str) -> None:
-    if is_agent(request.user) or not has_role(request.user, tenant, roles):
-        raise Forbidden(f"Your role does not allow {what}.")
+def _require(request: Request, tenant: Tenant, capability: Capability, what: str) -> None:
+    authz.require(request.user, tenant, capability, f"Your role does not allow {what}.")
 
 
 def _trace_parent(request: Request) -> str | None:
@@ -99,7 +98,7 @@ class EngineListView(APIView):
     )
     def post(self, request: Request) -> Response:
         tenant = _tenant(request)
-        _require_role(request, tenant, (Role.PLATFORM_ADMIN,), "declaring engines")
+        _require(request, tenant, Capability.ENGINE_DECLARE, "declaring engines")
         body = s.EngineCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
@@ -128,7 +127,7 @@ class EngineDetailView(APIView):
         if engine_id == BUILTIN_ENGINE_ID:
             raise Unprocessable("The builtin engine cannot be removed.", code="memory_engine_builtin")
         engine = selectors.access_engine(request.user, tenant, engine_id)
-        _require_role(request, tenant, (Role.PLATFORM_ADMIN,), "removing engines")
+        _require(request, tenant, Capability.ENGINE_DECLARE, "removing engines")
         services.engine_delete(actor=request.user, engine=engine)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -154,10 +153,10 @@ class EngineHealthView(APIView):
     def get(self, request: Request, engine_id: str) -> Response:
         tenant = _tenant(request)
         if engine_id == BUILTIN_ENGINE_ID:
-            _require_role(request, tenant, HEALTH_ROLES, "reading engine health")
+            _require(request, tenant, Capability.ENGINE_HEALTH, "reading engine health")
             return Response(_builtin_health())
         engine = selectors.access_engine(request.user, tenant, engine_id)
-        _require_role(request, tenant, HEALTH_ROLES, "reading engine health")
+        _require(request, tenant, Capability.ENGINE_HEALTH, "reading engine health")
         report = services.engine_health(engine=engine, tenant=tenant, trace_parent=_trace_parent(request))
         return Response({"engine_id": engine.id, **report.to_dict()})
 
@@ -188,7 +187,7 @@ class EngineCredentialView(APIView):
         # A platform admin sees every instance; a tenant credential only goes on one
         # the tenant can use.
         engine = selectors.engine_for_tenant(tenant, engine_id)
-        _require_role(request, tenant, (Role.TENANT_ADMIN,), "managing engine credentials")
+        _require(request, tenant, Capability.ENGINE_CREDENTIALS, "managing engine credentials")
         return tenant, engine
 
     @extend_schema(

@@ -417,3 +417,13 @@ def test_a_credential_never_reaches_logs_or_answers(world, local_server, as_user
     assert server.requests[-1].headers["authorization"] == "Bearer sk-very-secret-value"  # it was sent...
     for text in (caplog.text, response.content.decode(), listing.content.decode()):
         assert "sk-very-secret-value" not in text  # ...and shown nowhere
+
+
+def test_engines_restrict_to_shared_and_own_tenant(world, engines, platform_admin):
+    from providers.models import EngineInstance
+
+    visible = set(EngineInstance.objects.restrict(world.owner).values_list("tenant_id", flat=True))
+    assert visible <= {None, world.tenant.pk}
+    assert not EngineInstance.objects.restrict(world.owner, "change").exists()
+    assert EngineInstance.objects.restrict(platform_admin).count() == EngineInstance.objects.count()
+    assert not EngineInstance.objects.restrict(None).exists()

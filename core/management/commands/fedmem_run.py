@@ -19,8 +19,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from core.database import prune_dead_handles
+from core.demo import demo_seed
 from core.env import env_int, env_str
-from governance.services.demo import demo_seed
 
 
 class Command(BaseCommand):

@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from governance.services.demo import demo_seed
@@ -41,20 +42,11 @@ class Command(BaseCommand):
         self.stdout.write(f"Demo memories: {data['memories']} (seeded once; reruns add only what is missing)")
 
     def _graph(self, options: dict[str, Any]) -> None:
-        from governance.models import Tenant
-        from memory.graph_datasets import CHAINS
-        from memory.services.graph_demo import graph_demo_load
-
-        tenant = Tenant.objects.filter(slug=options["graph_tenant"]).first()
-        if tenant is None:
-            raise CommandError(f"no tenant with slug {options['graph_tenant']!r}")
-        domains = [d for d in (options["graph_domains"] or "").split(",") if d] or None
-        unknown = sorted(set(domains or []) - set(CHAINS))
-        if unknown:
-            raise CommandError(f"unknown domain {unknown[0]!r} (one of {', '.join(CHAINS)})")
-        result = graph_demo_load(tenant=tenant, domains=domains, extract_now=options["extract_now"])
-        self.stdout.write(
-            f"Demo graph datasets in '{tenant.slug}': {result['facts']} facts "
-            f"({result['created']} new) in {', '.join(result['domains'])}; "
-            f"agents: {', '.join(result['agents'])}"
+        # The graph datasets belong to the memory app, which governance does not import.
+        call_command(
+            "fedmem_graph_demo",
+            tenant=options["graph_tenant"],
+            domains=options["graph_domains"],
+            extract_now=options["extract_now"],
+            stdout=self.stdout,
         )
