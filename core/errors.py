@@ -346,7 +346,8 @@ _DRF_CODES: dict[type[exceptions.APIException], ErrorCode] = {
 }
 
 
-def _drf_code(exc: exceptions.APIException) -> ErrorCode:
+def drf_error_code(exc: exceptions.APIException) -> ErrorCode:
+    """The code of a DRF exception, for every surface that reports one (REST, MCP)."""
     for klass in type(exc).__mro__:
         if klass in _DRF_CODES:
             return _DRF_CODES[klass]  # type: ignore[index]
@@ -368,7 +369,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
         if getattr(exc, "wait", None):
             headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
-        code = _drf_code(exc)
+        code = drf_error_code(exc)
         if isinstance(exc, exceptions.ValidationError):
             detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
             fields = ", ".join(sorted(str(key) for key in detail))

@@ -22,7 +22,7 @@ from django.db import close_old_connections, connection
 from mcp.server.lowlevel.server import Server
 from rest_framework import exceptions
 
-from core.errors import ApiError, _drf_code, error_body
+from core.errors import ApiError, drf_error_code, error_body
 from core.throttling import ApiKeyRateThrottle
 from fedmem_mcp.schema import serializer_schema
 from fedmem_mcp.tools import REGISTRY, Tool, ToolCall
@@ -144,7 +144,7 @@ def run_tool(spec: Tool, principal: Any, key: Any, arguments: dict[str, Any]) ->
         detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         raise _invalid(detail) from exc
     except exceptions.APIException as exc:
-        raise ToolError(_drf_code(exc), str(exc.detail)) from exc
+        raise ToolError(drf_error_code(exc), str(exc.detail)) from exc
     finally:
         release_connections()
 

@@ -31,7 +31,7 @@ from memory.operations import knowledge as knowledge_ops
 from memory.operations import recall as recall_ops
 from memory.operations.access import agent_memory_access
 from providers import services as provider_services
-from providers.api.serializers import FederatedRecallRequestSerializer
+from providers.serializers import FederatedRecallRequestSerializer
 
 
 @dataclass

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import LegalHoldNotFound, NotFound
+from core.errors import NotFound
 from governance.api import serializers as s
 from governance.authz import Capability, requires
 from governance.models.agents import AgentPermission

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import ApiKeyNotFound, Forbidden, InvalidInput, NoTenant
+from core.errors import ApiKeyNotFound, InvalidInput, NoTenant
 from core.pagination import CursorPagination
 from governance import authz
 from governance.api import serializers as s

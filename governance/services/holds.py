@@ -13,7 +13,7 @@ from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Forbidden, LegalHoldReleased, TwoPersonRule, field_error
+from core.errors import LegalHoldReleased, TwoPersonRule, field_error
 from core.vocabulary import Scope
 from governance import authz
 from governance.authz import Capability

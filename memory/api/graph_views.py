@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory import graph_serializers as g
-from memory.api.views import ERRORS, AgentMemoryMixin, _parse
+from memory.api.views import ERRORS, AgentMemoryMixin, parse_input
 from memory.operations import graph
 
 TAG = ["memory graph"]
@@ -27,7 +27,7 @@ class DiscoverView(AgentMemoryMixin, APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
         return Response(
-            graph.discover(access, _parse(g.DiscoverSerializer, request.data).to_request()).body()
+            graph.discover(access, parse_input(g.DiscoverSerializer, request.data).to_request()).body()
         )
 
 
@@ -40,7 +40,7 @@ class TraceView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        return Response(graph.trace(access, _parse(g.TraceSerializer, request.data).to_request()).body())
+        return Response(graph.trace(access, parse_input(g.TraceSerializer, request.data).to_request()).body())
 
 
 class CausalChainView(AgentMemoryMixin, APIView):
@@ -52,7 +52,7 @@ class CausalChainView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(g.CausalChainSerializer, request.data)
+        parsed = parse_input(g.CausalChainSerializer, request.data)
         return Response(graph.causal_chain(access, parsed.to_request()).body())
 
 
@@ -65,7 +65,8 @@ class WhatIfView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        return Response(graph.what_if(access, _parse(g.WhatIfSerializer, request.data).to_request()).body())
+        parsed = parse_input(g.WhatIfSerializer, request.data)
+        return Response(graph.what_if(access, parsed.to_request()).body())
 
 
 class SupersedeView(AgentMemoryMixin, APIView):
@@ -81,7 +82,7 @@ class SupersedeView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(g.SupersedeSerializer, request.data)
+        parsed = parse_input(g.SupersedeSerializer, request.data)
         return Response(
             graph.supersede(access, parsed.to_request(item_id)).body(), status=status.HTTP_201_CREATED
         )

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.pagination import CursorPagination
-from memory.api.views import ERRORS, AgentMemoryMixin, _parse, trace_parent
+from memory.api.views import ERRORS, AgentMemoryMixin, parse_input, trace_parent
 from memory.knowledge_serializers import (
     AnswerResponseSerializer,
     AnswerSerializer,
@@ -50,7 +50,7 @@ class AnswerView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        return Response(ops.answer(access, _parse(AnswerSerializer, request.data).to_request()).body())
+        return Response(ops.answer(access, parse_input(AnswerSerializer, request.data).to_request()).body())
 
 
 class DatasetPagination(CursorPagination):
@@ -71,7 +71,7 @@ class KnowledgeView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(IngestSerializer, request.data)
+        parsed = parse_input(IngestSerializer, request.data)
         written = ops.ingest_knowledge(
             access, parsed.to_request(trace_parent=trace_parent(request)), requested_by=request.user
         )
@@ -95,7 +95,7 @@ class DatasetListView(AgentMemoryMixin, generics.GenericAPIView):
     )
     def get(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        query = _parse(DatasetQuerySerializer, request.query_params).validated_data
+        query = parse_input(DatasetQuerySerializer, request.query_params).validated_data
         page = self.paginate_queryset(ops.datasets(access, scope=query.get("scope")))
         return self.get_paginated_response([dataset_json(dataset) for dataset in page])
 
@@ -109,7 +109,7 @@ class KnowledgeGraphView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        data = _parse(GraphSerializer, request.data).validated_data
+        data = parse_input(GraphSerializer, request.data).validated_data
         built = ops.graph_build(access, data["dataset_ids"], requested_by=request.user)
         return Response(built.body(), status=status.HTTP_202_ACCEPTED)
 
@@ -127,7 +127,7 @@ class KnowledgeSearchView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(KnowledgeSearchSerializer, request.data)
+        parsed = parse_input(KnowledgeSearchSerializer, request.data)
         return Response(
             ops.knowledge_search(access, parsed.to_request(trace_parent=trace_parent(request))).body()
         )
@@ -142,7 +142,7 @@ class DatasetRelationsView(AgentMemoryMixin, APIView):
     )
     def get(self, request: Request, agent_id: str, dataset_id: str) -> Response:
         access = self.memory_access()
-        query = _parse(RelationsQuerySerializer, request.query_params).validated_data
+        query = parse_input(RelationsQuerySerializer, request.query_params).validated_data
         found = ops.dataset_relations(
             access, dataset_id, limit=query["limit"], trace_parent=trace_parent(request)
         )

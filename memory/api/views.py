@@ -73,7 +73,8 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
-def _parse(serializer_class: type[Any], data: Any) -> Any:
+def parse_input(serializer_class: type[Any], data: Any) -> Any:
+    """Validate a request body or query with its serializer (400 validation_error otherwise)."""
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer
@@ -121,7 +122,7 @@ class RememberView(AgentMemoryMixin, generics.GenericAPIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
         key = _idempotency_key(request)
-        parsed = _parse(s.RememberSerializer, request.data)
+        parsed = parse_input(s.RememberSerializer, request.data)
         written = memories.remember(
             access, parsed.to_request(idempotency_key=key, trace_parent=trace_parent(request))
         )
@@ -140,7 +141,7 @@ class RememberView(AgentMemoryMixin, generics.GenericAPIView):
     )
     def get(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        query = _parse(s.ListQuerySerializer, request.query_params).to_request()
+        query = parse_input(s.ListQuerySerializer, request.query_params).to_request()
         page = self.paginate_queryset(memories.memories(access, query))
         return self.get_paginated_response(memories.page_body(page, include_content=query.include_content))
 
@@ -160,7 +161,7 @@ class BatchView(AgentMemoryMixin, APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
         key = _idempotency_key(request)
-        raw_items = _parse(s.BatchSerializer, request.data).validated_data["items"]
+        raw_items = parse_input(s.BatchSerializer, request.data).validated_data["items"]
         drafts: list[MemoryDraft | ApiError] = []
         for raw in raw_items:
             item = s.RememberSerializer(data=raw)
@@ -196,7 +197,7 @@ class ItemView(AgentMemoryMixin, APIView):
     )
     def patch(self, request: Request, agent_id: str, item_id: str) -> Response:
         access = self.memory_access()
-        content = _parse(s.UpdateSerializer, request.data).validated_data["content"]
+        content = parse_input(s.UpdateSerializer, request.data).validated_data["content"]
         return Response(memories.update(access, item_id, content).body())
 
     @extend_schema(
@@ -223,7 +224,7 @@ class RecallView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(s.RecallModeSerializer, request.data)
+        parsed = parse_input(s.RecallModeSerializer, request.data)
         return Response(recall.recall(access, parsed.to_request(trace_parent=trace_parent(request))).body())
 
 
@@ -236,7 +237,8 @@ class SearchView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        return Response(recall.search(access, _parse(s.SearchSerializer, request.data).to_request()).body())
+        parsed = parse_input(s.SearchSerializer, request.data)
+        return Response(recall.search(access, parsed.to_request()).body())
 
 
 class PurgeView(AgentMemoryMixin, APIView):
@@ -248,7 +250,7 @@ class PurgeView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> Response:
         access = self.memory_access()
-        report = memories.purge(access, _parse(s.PurgeSerializer, request.data).to_request())
+        report = memories.purge(access, parse_input(s.PurgeSerializer, request.data).to_request())
         return Response(s.PurgeReportSerializer(report).data)
 
 
@@ -271,7 +273,7 @@ class ExportView(AgentMemoryMixin, APIView):
     )
     def post(self, request: Request, agent_id: str) -> StreamingHttpResponse:
         access = self.memory_access()
-        data = _parse(s.ExportSerializer, request.data).validated_data
+        data = parse_input(s.ExportSerializer, request.data).validated_data
         rows = memories.export_lines(access, data.get("scopes"))
         first = next(rows, None)  # validates the scopes before streaming starts
 
@@ -307,7 +309,7 @@ class SessionMessagesView(AgentMemoryMixin, generics.GenericAPIView):
     )
     def post(self, request: Request, agent_id: str, session_id: str) -> Response:
         access = self.memory_access()
-        parsed = _parse(s.SessionMessageCreateSerializer, request.data)
+        parsed = parse_input(s.SessionMessageCreateSerializer, request.data)
         written = memories.session_append(access, parsed.to_request(self._session(session_id)))
         return Response(written.body(), status=status.HTTP_201_CREATED)
 

@@ -26,6 +26,7 @@ from providers.api import serializers as s
 from providers.credentials import parse_ref
 from providers.imports import candidates_import_start
 from providers.models import BUILTIN_ENGINE_ID, EngineInstance
+from providers.serializers import FederatedRecallRequestSerializer
 
 
 def _tenant(request: Request) -> Tenant:
@@ -233,13 +234,13 @@ class EngineCredentialView(APIView):
 
 class FederatedRecallView(APIView):
     @extend_schema(
-        request=s.FederatedRecallRequestSerializer,
+        request=FederatedRecallRequestSerializer,
         responses=s.FederatedRecallSerializer,
         summary="Recall across engines: per-source status, rank fusion, every match kept",
     )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = access_agent(request.user, agent_id, AgentPermission.CAN_INVOKE)
-        body = s.FederatedRecallRequestSerializer(data=request.data)
+        body = FederatedRecallRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         result = services.federated_recall(
