@@ -157,8 +157,10 @@ class ContradictionRefSerializer(serializers.Serializer):
 
 class WrittenItemSerializer(MemoryItemSerializer):
     deduplicated = serializers.BooleanField(read_only=True)
+    # Not read_only: the schema marks every read-only field required, and this one is
+    # absent when the policy's contradiction check is off (the default).
     contradictions = ContradictionRefSerializer(
-        many=True, read_only=True, required=False, help_text="Present when the contradiction check ran."
+        many=True, required=False, help_text="Present when the contradiction check ran."
     )
 
     class Meta(MemoryItemSerializer.Meta):
