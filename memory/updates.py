@@ -430,12 +430,40 @@ def frames(text: str) -> tuple[Frame, ...]:
     many old ones, and the old ones come back)."""
     out = []
     for sent in parse([text])[0].sents:
+        if not english(sent.text):
+            continue  # the parser is English: its frames of other languages are noise
         frame = _frame(sent)
         if frame is None:
             frame = _reparsed(sent)
         if frame is not None:
             out.append(frame)
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
+    from spacy.lang.de.stop_words import STOP_WORDS as DE
+    from spacy.lang.en.stop_words import STOP_WORDS as EN
+    from spacy.lang.es.stop_words import STOP_WORDS as ES
+    from spacy.lang.fr.stop_words import STOP_WORDS as FR
+    from spacy.lang.it.stop_words import STOP_WORDS as IT
+    from spacy.lang.nl.stop_words import STOP_WORDS as NL
+    from spacy.lang.pt.stop_words import STOP_WORDS as PT
+    from spacy.lang.tr.stop_words import STOP_WORDS as TR
+
+    return frozenset(EN), frozenset((DE | ES | FR | IT | NL | PT | TR) - EN)
+
+
+def english(text: str) -> bool:
+    """Whether a sentence reads as English: more English function words than other
+    languages' (spaCy's stop word lists), and, without any English one, no letters
+    beyond ASCII. On ReasonGraph's cases it keeps every English sentence."""
+    en, foreign = _stop_words()
+    words = re.findall(r"\w+", text.lower())
+    english_words = sum(w in en for w in words)
+    if sum(w in foreign for w in words) > english_words:
+        return False
+    return english_words > 0 or text.isascii()
 
 
 def _reparsed(sent: Any) -> Frame | None:
@@ -696,7 +724,8 @@ def _replacement(new: Frame, old_text: str, new_text: str) -> Finding | None:
         return None
     x = new.instead_of
     old_lemmas, old_subjects = lemmas(old_text)
-    if x.head not in old_lemmas or x.head in old_subjects:
+    # All of X, not only its head ("9:30 AM" is not "8:15 AM").
+    if not set(x.words) <= old_lemmas or x.head in old_subjects:
         return None
     # The old fact fills the same slot: the same subject, or the subject's and the
     # verb's or object's words beyond X itself ("Checkout ... stores carts" / "The
