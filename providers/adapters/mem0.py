@@ -227,8 +227,10 @@ class ServerBackend:
         return self._json(self.client.get(f"{self.base}/memories/{quote(memory_id, safe='')}"))
 
     def update(self, memory_id: str, text: str) -> Any:
-        return self._json(
-            self.client.put(f"{self.base}/memories/{quote(memory_id, safe='')}", json={"text": text})
+        raise AdapterError(
+            "The self-hosted Mem0 server cannot update a memory's text.",
+            retryable=False,
+            reason="capability_unsupported",
         )
 
     def delete(self, memory_id: str) -> Any:
@@ -473,6 +475,9 @@ class Mem0ServerAdapter(Mem0Adapter):
     provider = "mem0_server"
     label = "Mem0 (self-hosted server)"
     injectable = ("client", "backend", "transport")
+    # The server's PUT /memories/{id} hands its JSON object to Memory.update as the
+    # text, which the library cannot embed: update is not claimed on this kind.
+    memory_capabilities: ClassVar[frozenset[str]] = frozenset(MEMORY_CAPABILITIES) - {"update"}
 
     def __init__(self, *args: Any, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -10,6 +10,7 @@ from providers.adapters.base import MemoryAdapter
 # Imported lazily: a provider's SDK is loaded only when an engine of that kind is used.
 ADAPTERS: dict[str, str] = {
     "mem0": "providers.adapters.mem0:Mem0Adapter",
+    "mem0_server": "providers.adapters.mem0:Mem0ServerAdapter",
     "zep": "providers.adapters.zep:ZepAdapter",
     "graphiti": "providers.adapters.graphiti:GraphitiAdapter",
     "letta": "providers.adapters.letta:LettaAdapter",

@@ -136,7 +136,9 @@ class ZepFake:
 
     def delete_episode(self, req: Req) -> Resp:
         graph = self.graphs.get(req.params["graph"])
-        episode = next((e for e in (graph or {}).get("episodes", []) if e["uuid"] == req.params["episode"]), None)
+        episode = next(
+            (e for e in (graph or {}).get("episodes", []) if e["uuid"] == req.params["episode"]), None
+        )
         if graph is None or episode is None:
             return Resp(404, {"message": "episode not found"})
 
@@ -178,7 +180,9 @@ class ZepFake:
         if graph is None:
             return Resp(404, {"message": "graph not found"})
         facts = [e["fact"] for e in graph["edges"]]
-        return Resp(200, conform(GraphContextResponse, {"context": "FACTS:\n" + "\n".join(facts), "truncated": False}))
+        return Resp(
+            200, conform(GraphContextResponse, {"context": "FACTS:\n" + "\n".join(facts), "truncated": False})
+        )
 
     def graphs_list(self, req: Req) -> Resp:
         from zep_cloud.types import GraphPage
@@ -201,7 +205,11 @@ class ZepFake:
         route("POST", f"{BASE}/graphs/list", authed(self.graphs_list))
         route("POST", f"{BASE}/graphs/(?P<graph>[^/]+)/episodes", authed(self.add_episode))
         route("GET", f"{BASE}/graphs/(?P<graph>[^/]+)/episodes/(?P<episode>[^/]+)", authed(self.get_episode))
-        route("DELETE", f"{BASE}/graphs/(?P<graph>[^/]+)/episodes/(?P<episode>[^/]+)", authed(self.delete_episode))
+        route(
+            "DELETE",
+            f"{BASE}/graphs/(?P<graph>[^/]+)/episodes/(?P<episode>[^/]+)",
+            authed(self.delete_episode),
+        )
         route("GET", f"{BASE}/tasks/(?P<task>[^/]+)", authed(self.get_task))
         for kind in ("edges", "nodes", "episodes"):
             route("POST", f"{BASE}/graphs/(?P<graph>[^/]+)/search/{kind}", authed(self.search(kind)))
