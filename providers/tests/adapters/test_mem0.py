@@ -15,7 +15,6 @@ from providers.tests.fakes.mem0 import API_KEY, Mem0Platform, server_routes
 from providers.tests.servers import LocalServer
 
 
-
 @pytest.fixture
 def platform(settings):
     fake = Mem0Platform().start()

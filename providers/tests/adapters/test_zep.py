@@ -149,7 +149,12 @@ def test_tenants_and_scopes_map_to_different_zep_users(zep):
     assert _adapter(zep).perform("recall", ctx(tenant_slug="globex"), query="alice acme", top_k=5) == []
     keys = {
         ZepAdapter.user_key(ctx(tenant_slug=tenant, user_id=user))
-        for tenant, user in [("acme_corp", "a"), ("acme-corp", "a"), ("acme", "a.b@x.io"), ("acme", "a-b-x-io")]
+        for tenant, user in [
+            ("acme_corp", "a"),
+            ("acme-corp", "a"),
+            ("acme", "a.b@x.io"),
+            ("acme", "a-b-x-io"),
+        ]
     }
     assert len(keys) == 4
     # A user id that spells an agent's key is not that agent.
