@@ -429,7 +429,9 @@ class Mem0Adapter(MemoryAdapter):
         if status in {"FAILED", "ERROR"}:
             reason = event.get("error") or event.get("message") or (event.get("metadata") or {}).get("error")
             return Settlement(
-                "failed", reason=str(reason or "Mem0 reports the event failed.")[:500], detail={"status": status}
+                "failed",
+                reason=str(reason or "Mem0 reports the event failed.")[:500],
+                detail={"status": status},
             )
         return Settlement("queued", detail={"event_id": event_id, "status": status or None})
 

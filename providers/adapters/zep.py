@@ -67,6 +67,7 @@ class ZepAdapter(MemoryAdapter):
         super().__init__(*args, **kwargs)
         self._client = client
         self._graphs: dict[str, str] = {}
+
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {
         "recall_scopes": list,  # which of edges / nodes / episodes a recall searches
         "include_context": bool,  # add Zep's assembled context block as one summary
@@ -262,7 +263,9 @@ class ZepAdapter(MemoryAdapter):
         client = self.client(ctx)
         graph = self.graph_uuid(client, ctx, create=True)
         kind = "message" if record.kind == "message" else "text"
-        result = client.graph.episode.add(graph, data=record.text, type=kind, metadata=record.metadata or None)
+        result = client.graph.episode.add(
+            graph, data=record.text, type=kind, metadata=record.metadata or None
+        )
         episode, task = result.episode, result.task
         episode_id = f"episode:{episode.uuid_}" if episode and episode.uuid_ else None
         ids = [episode_id] if episode_id else []
@@ -300,7 +303,11 @@ class ZepAdapter(MemoryAdapter):
         if task is None or not task.uuid_:
             return WriteResult("settled", [external_id])
         return WriteResult(
-            "queued", [external_id], task.uuid_, {"task_status": task.status}, handle={"task_uuid": task.uuid_}
+            "queued",
+            [external_id],
+            task.uuid_,
+            {"task_status": task.status},
+            handle={"task_uuid": task.uuid_},
         )
 
     def settle(self, ctx: OperationContext, *, handle: dict[str, Any]) -> Settlement:
@@ -321,5 +328,7 @@ class ZepAdapter(MemoryAdapter):
             return Settlement("settled", detail=detail)
         if status == "failed":
             message = (task.error.message or task.error.code) if task.error else None
-            return Settlement("failed", reason=str(message or "Zep reports the task failed.")[:500], detail=detail)
+            return Settlement(
+                "failed", reason=str(message or "Zep reports the task failed.")[:500], detail=detail
+            )
         return Settlement("queued", detail=detail)
