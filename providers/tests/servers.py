@@ -224,7 +224,21 @@ def conform(model: Any, body: Any, path: str = "$") -> Any:
             entries = value if isinstance(value, list) else [value]
             for entry in entries:
                 if isinstance(entry, dict):
-                    conform(nested[0], entry, f"{path}.{wire}")
+                    _conform_any(nested, entry, f"{path}.{wire}")
     # The provider's own validation too (types, enums), not only the key set.
     model.model_validate(body)
     return body
+
+
+def _conform_any(models: list[Any], body: dict[str, Any], path: str) -> None:
+    """A union (an item that is a message or a tool call ...): one member must fit."""
+    import pydantic
+
+    errors = []
+    for model in models:
+        try:
+            conform(model, body, path)
+            return
+        except (SchemaViolation, pydantic.ValidationError) as exc:
+            errors.append(str(exc).splitlines()[0])
+    raise SchemaViolation(f"{path}: fits none of {[m.__name__ for m in models]}: {errors[:3]}")
