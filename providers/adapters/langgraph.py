@@ -58,6 +58,8 @@ def unlabel(value: str) -> str:
     if value == _NO_SCOPE:
         return ""
     return value.replace("%2E", ".").replace("%5F", "_").replace("%25", "%")
+
+
 _CHECKPOINT_KEYS = {"channel_values", "channel_versions", "versions_seen"}
 
 

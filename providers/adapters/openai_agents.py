@@ -219,7 +219,11 @@ class OpenAIAgentsAdapter(MemoryAdapter):
                 "settled",
                 [],
                 None,
-                {"session_id": created.id, "conversation_created": True, "requested_session_id": ctx.session_id},
+                {
+                    "session_id": created.id,
+                    "conversation_created": True,
+                    "requested_session_id": ctx.session_id,
+                },
             )
         session = self.session(ctx)
         run_sync(lambda: session.add_items([item]))

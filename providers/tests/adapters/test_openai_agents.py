@@ -133,12 +133,17 @@ def conversations_api() -> LocalServer:
 
     def conversation(cid):
         meta = conversations[cid]["metadata"]
-        return conform(Conversation, {"id": cid, "object": "conversation", "created_at": 1767225600, "metadata": meta})
+        return conform(
+            Conversation, {"id": cid, "object": "conversation", "created_at": 1767225600, "metadata": meta}
+        )
 
     def create_conversation(req):
         cid = f"conv_{next(ids)}"
         body = req.json or {}
-        conversations[cid] = {"items": [stored(i) for i in body.get("items") or []], "metadata": body.get("metadata") or {}}
+        conversations[cid] = {
+            "items": [stored(i) for i in body.get("items") or []],
+            "metadata": body.get("metadata") or {},
+        }
         return Resp(200, conversation(cid))
 
     def retrieve(req):
@@ -148,7 +153,9 @@ def conversations_api() -> LocalServer:
         found = conversations.get(req.params["cid"])
         if found is None:
             return not_found
-        ordered = list(found["items"]) if req.arg("order", "desc") == "asc" else list(reversed(found["items"]))
+        ordered = (
+            list(found["items"]) if req.arg("order", "desc") == "asc" else list(reversed(found["items"]))
+        )
         after = req.arg("after")
         if after:
             position = next((i for i, item in enumerate(ordered) if item["id"] == after), len(ordered))
