@@ -392,7 +392,8 @@ class MemoryAdapter:
     sdk_modules: ClassVar[tuple[str, ...]] = ()
     # Constructor keywords an engine instance can be bound to in code
     # (providers.adapters.registry.bind): a client, store, transport, session factory.
-    injectable: ClassVar[tuple[str, ...]] = ()
+    # Every adapter takes an ``http_transport`` (an httpx transport the caller owns).
+    injectable: ClassVar[tuple[str, ...]] = ("http_transport",)
 
     def __init__(
         self,
@@ -400,10 +401,13 @@ class MemoryAdapter:
         *,
         credential: CredentialGetter | None = None,
         resolver: Resolver | None = None,
+        http_transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.engine = engine
         self._credential = credential or (lambda: None)
         self._resolver = resolver
+        # A caller-owned transport (registry.bind): replaces the guarded egress transport.
+        self._http_transport = http_transport
 
     @classmethod
     def warm(cls) -> None:
@@ -550,6 +554,15 @@ class MemoryAdapter:
 
     def http_client(self, ctx: OperationContext, *, with_auth: bool = True) -> httpx.Client:
         headers = self.auth_headers(self.credential()) if with_auth else {}
+        if self._http_transport is not None:
+            url = httpx.URL(self.engine.base_url)
+            return httpx.Client(
+                transport=self._http_transport,
+                base_url=url.copy_with(path="/", query=None, fragment=None),
+                headers=headers,
+                timeout=self.engine.timeout_seconds,
+                follow_redirects=False,
+            )
         return guarded_client(
             self.egress_policy(),
             headers=headers,

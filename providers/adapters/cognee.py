@@ -108,11 +108,6 @@ class CogneeAdapter(MemoryAdapter):
         "auth": str,  # "bearer", "api_key" (Cognee Cloud, X-Api-Key) or "login" (email:password)
         "recall_search_type": str,
     }
-    injectable = ("transport",)
-
-    def __init__(self, *args: Any, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._transport = transport
 
     @classmethod
     def validate_options(cls, options: Any) -> dict[str, Any]:
@@ -144,17 +139,10 @@ class CogneeAdapter(MemoryAdapter):
     # -- transport and sign-in ----------------------------------------------------
 
     def _client(self, ctx: OperationContext) -> httpx.Client:
-        if self._transport is not None:
-            return httpx.Client(
-                transport=self._transport,
-                base_url=self.engine.base_url,
-                headers=self.auth_headers(self.credential()),
-                timeout=self.engine.timeout_seconds,
-            )
         return self.http_client(ctx)
 
     def _base(self) -> str:
-        return "" if self._transport is not None else self.base_path()
+        return self.base_path()
 
     def _url(self, path: str) -> str:
         return f"{self._base()}/api/v1{path}"
@@ -289,10 +277,7 @@ class CogneeAdapter(MemoryAdapter):
     def _search(
         self, ctx: OperationContext, query: str, top_k: int, search_type: str, dataset: str | None
     ) -> list[Hit]:
-        if dataset:
-            ids = [self._dataset(ctx, dataset)["id"]]
-        else:
-            ids = [d["id"] for d in self._datasets(ctx)]
+        ids = [self._dataset(ctx, dataset)["id"]] if dataset else [d["id"] for d in self._datasets(ctx)]
         if not ids:
             return []  # never search unscoped: that would reach other tenants' datasets
         payload = {"searchType": search_type, "query": query, "datasetIds": ids, "topK": top_k}

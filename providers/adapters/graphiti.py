@@ -138,7 +138,7 @@ class GraphitiAdapter(MemoryAdapter):
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("fact", "episode")
-    injectable = ("transport",)
+    injectable = ("http_transport", "transport")
 
     def __init__(self, *args: Any, transport: GraphitiTransport | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

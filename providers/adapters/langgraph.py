@@ -151,7 +151,7 @@ class LangGraphAdapter(MemoryAdapter):
     shared_isolation = "logical"
     record_kinds = RECORD_KINDS
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {"namespace_root": str}
-    injectable = ("store",)
+    injectable = ("http_transport", "store")
 
     def __init__(self, *args: Any, store: StorePort | Any | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -36,7 +36,41 @@ from providers.credentials import Secret
 CONVERSATION_TYPES = {"user_message": "user", "assistant_message": "assistant"}
 _WORD = re.compile(r"\w+")
 _STOP = frozenset(
-    "a an and are as at be by do does for from how i in is it me my of on or the to was what when where which who why with you".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+    ]
 )
 
 
@@ -74,7 +108,7 @@ class LettaAdapter(MemoryAdapter):
         "project": str,  # Letta Cloud project slug (X-Project)
         "project_id": str,  # Letta Cloud project id (X-Project-Id)
     }
-    injectable = ("client",)
+    injectable = ("http_transport", "client")
 
     def __init__(self, *args: Any, client: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

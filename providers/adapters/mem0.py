@@ -24,7 +24,6 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 import httpx
-
 from django.conf import settings
 
 from providers.adapters.base import (
@@ -298,7 +297,7 @@ class Mem0Adapter(MemoryAdapter):
     shared_isolation = "logical"
     record_kinds = ("fact",)
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
-    injectable = ("client", "backend")
+    injectable = ("http_transport", "client", "backend")
 
     def __init__(
         self,
@@ -476,14 +475,9 @@ class Mem0ServerAdapter(Mem0Adapter):
 
     provider = "mem0_server"
     label = "Mem0 (self-hosted server)"
-    injectable = ("client", "backend", "transport")
     # The server's PUT /memories/{id} hands its JSON object to Memory.update as the
     # text, which the library cannot embed: update is not claimed on this kind.
     memory_capabilities: ClassVar[frozenset[str]] = frozenset(MEMORY_CAPABILITIES) - {"update"}
-
-    def __init__(self, *args: Any, transport: httpx.BaseTransport | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._transport = transport
 
     def auth_headers(self, secret: Secret | None) -> dict[str, str]:
         # The server ships without auth; a reverse proxy in front of it takes a bearer key.
@@ -492,12 +486,4 @@ class Mem0ServerAdapter(Mem0Adapter):
     def backend(self, ctx: OperationContext) -> Mem0Backend:
         if self._backend is not None:
             return self._backend
-        if self._transport is not None:
-            client = httpx.Client(
-                transport=self._transport,
-                base_url=self.engine.base_url,
-                headers=self.auth_headers(self.credential()),
-                timeout=self.engine.timeout_seconds,
-            )
-            return ServerBackend(client, "")
         return ServerBackend(self.http_client(ctx), self.base_path())

@@ -84,7 +84,7 @@ class OpenAIAgentsAdapter(MemoryAdapter):
     shared_isolation = "none"
     session_memory = True
     record_kinds = ("message",)
-    injectable = ("session_factory", "client")
+    injectable = ("http_transport", "session_factory", "client")
 
     def __init__(
         self,

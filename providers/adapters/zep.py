@@ -61,7 +61,7 @@ class ZepAdapter(MemoryAdapter):
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("edge", "entity", "episode", "summary")
-    injectable = ("client",)
+    injectable = ("http_transport", "client")
 
     def __init__(self, *args: Any, client: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

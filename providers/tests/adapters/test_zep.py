@@ -188,8 +188,9 @@ def test_zep_edges_that_disagree_are_flagged_in_federation(zep):
 
 
 def test_the_fake_refuses_a_field_zep_never_sends(zep):
-    from providers.tests.servers import SchemaViolation, conform
     from zep_cloud.types import Episode
+
+    from providers.tests.servers import SchemaViolation, conform
 
     with pytest.raises(SchemaViolation):
         conform(Episode, {"uuid": "e1", "content": "x", "group_id": "acme"})
