@@ -125,7 +125,7 @@ def write_reconcile(*, write_id: Any) -> str | None:
 
     with transaction.atomic():
         write = (
-            ProviderWrite.objects.select_for_update(skip_locked=True)
+            ProviderWrite.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related("tenant", "agent", "engine")
             .filter(pk=write_id)
             .first()
