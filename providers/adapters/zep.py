@@ -54,6 +54,7 @@ class ZepAdapter(MemoryAdapter):
             "recall",
             "search",
             "forget",
+            "purge",
             "get_health",
             "get_capabilities",
         }
@@ -67,6 +68,7 @@ class ZepAdapter(MemoryAdapter):
         super().__init__(*args, **kwargs)
         self._client = client
         self._graphs: dict[str, str] = {}
+        self._users: dict[str, str] = {}
 
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {
         "recall_scopes": list,  # which of edges / nodes / episodes a recall searches
@@ -125,6 +127,8 @@ class ZepAdapter(MemoryAdapter):
         if not graph:
             raise AdapterError("Zep answered a user without a graph.", retryable=True)
         self._graphs[key] = graph
+        if user.uuid_:
+            self._users[key] = user.uuid_
         return str(graph)
 
     # -- records ---------------------------------------------------------------
@@ -308,6 +312,22 @@ class ZepAdapter(MemoryAdapter):
             task.uuid_,
             {"task_status": task.status},
             handle={"task_uuid": task.uuid_},
+        )
+
+    def purge(self, ctx: OperationContext) -> WriteResult:
+        """Delete the caller's Zep user and with it its graph (how a subject is erased
+        in Zep); Zep does it in the background, so it is queued with its task."""
+        client = self.client(ctx)
+        key = self.user_key(ctx)
+        if self.graph_uuid(client, ctx) is None or key not in self._users:
+            return WriteResult("settled", [], None, {"deleted": 0})
+        result = client.user.delete(self._users.pop(key))
+        self._graphs.pop(key, None)
+        task = getattr(result, "task", None)
+        if task is None or not task.uuid_:
+            return WriteResult("settled", [], None, {"deleted": 1})
+        return WriteResult(
+            "queued", [], task.uuid_, {"task_status": task.status}, handle={"task_uuid": task.uuid_}
         )
 
     def settle(self, ctx: OperationContext, *, handle: dict[str, Any]) -> Settlement:

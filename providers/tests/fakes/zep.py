@@ -22,7 +22,7 @@ BASE = "/api/v4"
 
 class ZepFake:
     def __init__(self) -> None:
-        from zep_cloud.types import AddEpisodeResult, AsyncResult, Episode, Task, User
+        from zep_cloud.types import AddEpisodeResult, AsyncResult, Episode, Task, User, UserDeleteResult
 
         self.models = {
             "user": User,
@@ -30,6 +30,7 @@ class ZepFake:
             "episode": Episode,
             "async": AsyncResult,
             "task": Task,
+            "delete_user": UserDeleteResult,
         }
         self.server = LocalServer()
         self.users: dict[str, dict[str, Any]] = {}  # developer id -> User
@@ -37,6 +38,9 @@ class ZepFake:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.pending: list[tuple[str, Any]] = []
         self.fail_next: str | None = None  # the error message the next processed task fails with
+        # A task completes by itself after this many status reads (None: only process()
+        # runs it), as Zep's workers do while a client polls.
+        self.settle_after_polls: int | None = None
         self._ids = itertools.count(1)
 
     def uuid(self) -> str:
@@ -147,8 +151,24 @@ class ZepFake:
 
         return self._reply("async", 202, {"task": self._task("delete_episode", work)})
 
+    def delete_user(self, req: Req) -> Resp:
+        user = next((u for u in self.users.values() if u["uuid"] == req.params["user"]), None)
+        if user is None:
+            return Resp(404, {"message": "user not found"})
+
+        def work() -> None:
+            self.users.pop(user["user_id"], None)
+            self.graphs.pop(user["graph_uuid"], None)
+
+        return Resp(202, conform(self.models["delete_user"], {"task": self._task("delete_user", work)}))
+
     def get_task(self, req: Req) -> Resp:
         task = self.tasks.get(req.params["task"])
+        if task is not None and self.settle_after_polls is not None:
+            task["_polls"] = task.get("_polls", 0) + 1
+            if task["_polls"] >= self.settle_after_polls:
+                self.process()
+            task = {k: v for k, v in task.items() if k != "_polls"}
         return self._reply("task", 200, task) if task else Resp(404, {"message": "task not found"})
 
     def search(self, kind: str) -> Any:
@@ -202,6 +222,7 @@ class ZepFake:
         route = self.server.route
         route("POST", f"{BASE}/users", authed(self.create_user))
         route("POST", f"{BASE}/users/lookup", authed(self.lookup))
+        route("DELETE", f"{BASE}/users/(?P<user>[^/]+)", authed(self.delete_user))
         route("POST", f"{BASE}/graphs/list", authed(self.graphs_list))
         route("POST", f"{BASE}/graphs/(?P<graph>[^/]+)/episodes", authed(self.add_episode))
         route("GET", f"{BASE}/graphs/(?P<graph>[^/]+)/episodes/(?P<episode>[^/]+)", authed(self.get_episode))
