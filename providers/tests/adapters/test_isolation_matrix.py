@@ -344,7 +344,7 @@ def test_no_adapter_reaches_another_tenants_record(oss_memory_or_none, capsys):
                 probes += len(harness.operations) + 1
                 total_leaks += len(leaks)
                 label = f"{owner.tenant_slug}/{owner.user_id} -> {other.tenant_slug}/{other.user_id}"
-                rows.append((kind, label, ",".join(harness.operations + [harness.recall]), len(leaks)))
+                rows.append((kind, label, ",".join([*harness.operations, harness.recall]), len(leaks)))
                 assert not leaks, f"{kind}: {label} leaked through {leaks}"
         finally:
             harness.stop()
