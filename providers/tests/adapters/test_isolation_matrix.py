@@ -325,7 +325,7 @@ def oss_memory_or_none(request):
 def test_no_adapter_reaches_another_tenants_record(oss_memory_or_none, capsys):
     kinds = provider_kinds()
     assert set(kinds) <= set(HARNESSES), f"add an isolation harness for {sorted(set(kinds) - set(HARNESSES))}"
-    rows, total_leaks, probes = [], 0, 0
+    rows, total_leaks, probes, errors = [], 0, 0, 0
     for kind in kinds:
         maker = HARNESSES[kind]
         harness = maker(oss_memory_or_none) if kind == "mem0_server" else maker()
@@ -339,20 +339,28 @@ def test_no_adapter_reaches_another_tenants_record(oss_memory_or_none, capsys):
                 pairs += [(_owner(user=a), _owner(user=b)) for a, b in USER_PAIRS]
             for number, (owner, other) in enumerate(pairs):
                 text = f"{SECRET} number{number}"
-                external_id = harness.write(owner, text)
-                leaks = _probe(harness, owner, other, external_id, text)
+                label = f"{owner.tenant_slug}/{owner.user_id} -> {other.tenant_slug}/{other.user_id}"
+                try:
+                    external_id = harness.write(owner, text)
+                    leaks = _probe(harness, owner, other, external_id, text)
+                except Exception as exc:  # the owner could not even write or read back its own
+                    errors += 1
+                    rows.append((kind, label, "-", f"error: {getattr(exc, 'reason', type(exc).__name__)}"))
+                    continue
                 probes += len(harness.operations) + 1
                 total_leaks += len(leaks)
-                label = f"{owner.tenant_slug}/{owner.user_id} -> {other.tenant_slug}/{other.user_id}"
                 rows.append((kind, label, ",".join([*harness.operations, harness.recall]), len(leaks)))
-                assert not leaks, f"{kind}: {label} leaked through {leaks}"
+                if leaks:
+                    rows[-1] = (*rows[-1][:3], f"{len(leaks)} {leaks}")
         finally:
             harness.stop()
     with capsys.disabled():
-        print(f"\nisolation matrix: {len(kinds)} engine kinds, {probes} probes, {total_leaks} leaks")
+        summary = f"{len(kinds)} engine kinds, {probes} probes, {total_leaks} leaks, {errors} errors"
+        print(f"
+isolation matrix: {summary}")
         for kind, pair, operations, leaks in rows:
             print(f"  {kind:<17} {pair:<34} {operations:<32} leaks={leaks}")
-    assert total_leaks == 0
+    assert total_leaks == 0 and errors == 0, [row for row in rows if row[3]]
 
 
 # The OSS Memory fixture lives with the Mem0 tests.
