@@ -356,8 +356,7 @@ def test_no_adapter_reaches_another_tenants_record(oss_memory_or_none, capsys):
             harness.stop()
     with capsys.disabled():
         summary = f"{len(kinds)} engine kinds, {probes} probes, {total_leaks} leaks, {errors} errors"
-        print(f"
-isolation matrix: {summary}")
+        print(f"\nisolation matrix: {summary}")
         for kind, pair, operations, leaks in rows:
             print(f"  {kind:<17} {pair:<34} {operations:<32} leaks={leaks}")
     assert total_leaks == 0 and errors == 0, [row for row in rows if row[3]]
