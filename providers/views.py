@@ -117,6 +117,7 @@ def engine_detail(request: HttpRequest, engine_id: str) -> HttpResponse:
         and authz.can(request.user, tenant, Capability.ENGINE_CREDENTIALS),
         "can_remove": engine is not None and authz.can(request.user, tenant, Capability.ENGINE_DECLARE),
         "form": CredentialForm(),
+        "writes": selectors.engine_writes(engine, tenant) if engine is not None else [],
     }
     return render_page(request, "providers/engine_detail.html", "providers/partials/credential.html", context)
 
