@@ -77,8 +77,9 @@ def engine_writes(engine: Any, tenant: Any, *, limit: int = 20) -> list[dict[str
     engine answered, with where each stands now (one query; never another tenant's)."""
     from providers.models import ProviderWrite
 
-    return list(
+    rows = (
         ProviderWrite.objects.filter(engine=engine, tenant=tenant)
         .order_by("-created_at")
         .values("id", "operation", "status", "reason", "attempts", "created_at", "settled_at")[:limit]
     )
+    return [dict(row) for row in rows]

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.tasks import enqueue_on_commit
 from governance.models import Agent, Tenant
 from providers.adapters.base import AdapterError, OperationContext, Settlement, WriteResult
 from providers.models import EngineInstance, ProviderWrite
@@ -51,9 +52,6 @@ def write_track(
 ) -> ProviderWrite | None:
     """Record a queued write and enqueue its first check after commit; None for a write
     that is already settled (or gave nothing to follow)."""
-    from core.tasks import enqueue_on_commit
-    from providers.tasks import reconcile_write
-
     if result.status != "queued" or not result.handle:
         return None
     write = ProviderWrite.objects.create(
@@ -70,7 +68,7 @@ def write_track(
         next_check_at=timezone.now() + _delay(0),
     )
     if enqueue:
-        enqueue_on_commit(reconcile_write, str(write.pk))
+        enqueue_on_commit("providers.reconcile_write", str(write.pk))
     return write
 
 

@@ -131,7 +131,10 @@ def _platform_client(api_key: str, host: str, client: Any) -> Any:
 
     cache_key = (host, hashlib.sha256(api_key.encode()).hexdigest())
 
-    class _Client(MemoryClient):  # type: ignore[misc]
+    class _Client(MemoryClient):
+        org_id: Any
+        project_id: Any
+
         def _validate_api_key(self) -> Any:
             known = _VALIDATED.get(cache_key)
             if known is None:
