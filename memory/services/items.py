@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Func, Q, Value
+from django.db.models import F, Func, Q, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -30,7 +30,7 @@ from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
 from memory.extraction.pipeline import delete_orphan_entities, entities_of
-from memory.holds import active_holds, audit_blocked, held_items_q, held_messages_q, holds_covering_item
+from memory.holds import Holds, audit_blocked
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.pii import detect_personal_data
 from memory.services.hooks import items_written
@@ -390,7 +390,9 @@ def _merge_duplicate(
     access: MemoryAccess, existing: MemoryItem, prepared: _Prepared, history: list[MemoryHistory]
 ) -> MemoryItem:
     """Widen the existing item instead of storing a second copy: scopes are unioned,
-    the stricter classification and any legal hold win, the longer retention wins."""
+    the stricter classification and any legal hold win, the longer retention wins.
+    A held item is never widened (memory.holds decides): the duplicate is answered
+    with it unchanged, and the merge it would have made is audited as blocked."""
     changes: dict[str, Any] = {}
     if prepared.scope not in existing.scopes:
         changes["scopes"] = [*existing.scopes, prepared.scope]
@@ -409,8 +411,18 @@ def _merge_duplicate(
         )
     if not changes:
         return existing
-    if existing.legal_hold:
+    holds = Holds(access.tenant_id)
+    if holds.item_is_held(existing):
         # Held data stays byte-identical; the duplicate is still answered with it.
+        audit_blocked(
+            tenant=access.agent.tenant,
+            actor=access.actor,
+            operation="dedup_merge",
+            holds=holds.covering_item(existing),
+            count=1,
+            flagged=int(existing.legal_hold),
+            target=("memory.memoryitem", str(existing.pk)),
+        )
         return existing
     before = {key: _jsonable(getattr(existing, key)) for key in changes}
     for key, value in changes.items():
@@ -742,9 +754,9 @@ class MemoryHeld(Conflict):
 
 
 def _refuse_if_held(item: MemoryItem) -> None:
-    holds = holds_covering_item(item)
-    if item.legal_hold or holds:
-        raise MemoryHeld(item, holds)
+    holds = Holds(item.tenant_id)
+    if holds.item_is_held(item):
+        raise MemoryHeld(item, holds.covering_item(item))
 
 
 def _audit_held(access: MemoryAccess, exc: MemoryHeld, operation: str) -> None:
@@ -853,14 +865,8 @@ def memory_purge(
     targets = targets.filter(**{key: value for key, value in narrowing.items() if value})
     with transaction.atomic():
         # Lock the rows first so a concurrent write to them waits for the purge.
-        holds = active_holds(access.tenant_id)
-        rows = list(
-            targets.select_for_update()
-            .annotate(
-                held=ExpressionWrapper(held_items_q(access.tenant_id, holds), output_field=BooleanField())
-            )
-            .values_list("pk", "held", "scopes")
-        )
+        holds = Holds(access.tenant_id)
+        rows = list(holds.annotate(targets.select_for_update()).values_list("pk", "held", "scopes"))
         kept = sum(1 for _, held, _ in rows if held)
         if kept:
             # Committed with the purge: the held rows stay, the attempt is on record.
@@ -868,7 +874,9 @@ def memory_purge(
                 tenant=access.agent.tenant,
                 actor=access.actor,
                 operation="purge",
-                holds=holds,
+                holds=holds.holds_by_id(
+                    holds.covering(targets.filter(pk__in=[pk for pk, h, _ in rows if h]))
+                ),
                 count=kept,
                 target=("governance.agent", str(access.agent.pk)),
             )
@@ -894,11 +902,7 @@ def memory_purge(
                 msg_q &= Q(session_id=session_id)
             if user_id:
                 msg_q &= Q(user_id=user_id)
-            messages, _ = (
-                SessionMessage.objects.filter(msg_q)
-                .exclude(held_messages_q(access.tenant_id, holds))
-                .delete()
-            )
+            messages, _ = holds.unheld(SessionMessage.objects.filter(msg_q)).delete()
     return PurgeReport(
         scope=scope,
         deleted=deleted,

@@ -26,9 +26,10 @@ from governance.services.audit import audit_record
 from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
-from memory.extraction.pipeline import delete_orphan_entities, entities_of, extract_item
-from memory.holds import active_holds, audit_blocked, held_items_q, hold_item_q
-from memory.models import CausalEdge, Dataset, MemoryHistory, MemoryItem, Mention
+from memory.erasure import delete_items
+from memory.extraction.pipeline import extract_item
+from memory.holds import Holds, audit_blocked
+from memory.models import CausalEdge, Dataset, Entity, MemoryHistory, MemoryItem, Mention
 from memory.services.items import MAX_BATCH, BatchResult, MemoryDraft, memory_remember_batch
 from memory.text import ContentError, check_content
 
@@ -605,6 +606,14 @@ class DatasetHeld(Conflict):
     code = "memory_legal_hold"
 
 
+def holds_now_cover(tenant_id: Any, dataset: Dataset, chunks: Any) -> bool:
+    """Re-read inside the deleting transaction: the dataset's flag or any hold."""
+    fresh = Holds(tenant_id)
+    named = any(h.target == "dataset" and h.dataset == dataset.name for h in fresh.holds)
+    flagged = Dataset.objects.filter(pk=dataset.pk, legal_hold=True).exists()
+    return named or flagged or fresh.held(chunks).exists()
+
+
 def knowledge_dataset_delete(
     *, access: MemoryAccess, name: str, trace_parent: str | None = None
 ) -> dict[str, int]:
@@ -612,19 +621,21 @@ def knowledge_dataset_delete(
     entity links, causal edges, history; entities no other item names). Refused
     while a legal hold covers the dataset or any of its chunks."""
     dataset = dataset_get(access, name, own=True)
-    holds = active_holds(access.tenant_id)
-    covering = [h for h in holds if MemoryItem.objects.filter(hold_item_q(h), dataset=dataset).exists()]
+    holds = Holds(access.tenant_id)
+    chunks = MemoryItem.objects.filter(dataset=dataset)
+    by_hold = holds.covering(chunks)
+    covering = holds.holds_by_id(by_hold)
     covering += [
-        h for h in holds if h.target == "dataset" and h.dataset == dataset.name and h not in covering
+        h for h in holds.holds if h.target == "dataset" and h.dataset == dataset.name and h not in covering
     ]
-    flagged = MemoryItem.objects.filter(dataset=dataset, legal_hold=True).count()
+    flagged = chunks.filter(legal_hold=True).count()
     if covering or flagged or dataset.legal_hold:
         audit_blocked(
             tenant=access.agent.tenant,
             actor=access.actor,
             operation="dataset_delete",
             holds=covering,
-            count=max(1, MemoryItem.objects.filter(dataset=dataset).count()),
+            count=max(1, chunks.count()),
             flagged=flagged + int(dataset.legal_hold),
             target=("memory.dataset", dataset.name),
         )
@@ -640,24 +651,20 @@ def knowledge_dataset_delete(
             access, dataset.engine, "delete_dataset", dataset=dataset.name, trace_parent=trace_parent
         )
     with transaction.atomic():
-        items = MemoryItem.objects.select_for_update().filter(dataset=dataset)
+        ids = list(chunks.select_for_update().values_list("pk", flat=True))
         # A hold placed since the check wins: nothing is deleted.
-        if items.filter(held_items_q(access.tenant_id)).exists():
+        if holds_now_cover(access.tenant_id, dataset, chunks):
             raise DatasetHeld(
                 "This dataset is under legal hold and cannot be deleted.",
                 details={"dataset_id": dataset.name},
             )
-        ids = list(items.values_list("pk", flat=True))
-        history = MemoryHistory.objects.filter(tenant_id=access.tenant_id, item_id__in=ids).delete()[0]
-        touched = entities_of(ids)
-        _, per_model = MemoryItem.objects.filter(pk__in=ids).delete()
-        orphans = delete_orphan_entities(access.tenant_id, touched)
+        deleted = delete_items(access.tenant_id, ids)
         counts = {
-            "items": per_model.get(MemoryItem._meta.label, 0),
-            "mentions": per_model.get(Mention._meta.label, 0),
-            "causal_edges": per_model.get(CausalEdge._meta.label, 0),
-            "history": history,
-            "entities": orphans,
+            "items": deleted[MemoryItem._meta.db_table],
+            "mentions": deleted.get(Mention._meta.db_table, 0),
+            "causal_edges": deleted.get(CausalEdge._meta.db_table, 0),
+            "history": deleted[MemoryHistory._meta.db_table],
+            "entities": deleted[Entity._meta.db_table],
         }
         dataset.delete()
         audit_record(

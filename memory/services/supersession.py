@@ -22,6 +22,8 @@ from memory.enforcement import MemoryAccess, modifiable_q, read_scopes, visible_
 from memory.models import MemoryHistory, MemoryItem, Supersession
 from memory.services.items import (
     MemoryDraft,
+    MemoryHeld,
+    _audit_held,
     _checked_content,
     _history,
     _modifiable,
@@ -67,11 +69,15 @@ def memory_supersede(
     prepared = _prepare(access, [_successor_draft(current, text)])[0]
     if isinstance(prepared, ApiError):
         raise prepared  # refused by the policy (for example personal data)
-    with transaction.atomic():
-        old = _modifiable(access, item_id, lock=True)
-        _refuse_if_held(old)
-        new = _store(access, [prepared], "supersede")[0].item
-        record = retire(access, old=old, new=new, reason=reason, event=event)
+    try:
+        with transaction.atomic():
+            old = _modifiable(access, item_id, lock=True)
+            _refuse_if_held(old)
+            new = _store(access, [prepared], "supersede")[0].item
+            record = retire(access, old=old, new=new, reason=reason, event=event)
+    except MemoryHeld as exc:
+        _audit_held(access, exc, "supersede")
+        raise
     return SupersedeOutcome(old, new, record)
 
 
