@@ -97,6 +97,13 @@ class IngestSerializer(serializers.Serializer):
     retention_days = serializers.IntegerField(min_value=1, max_value=36500, required=False, allow_null=True)
     legal_hold = serializers.BooleanField(default=False)
     build_graph = serializers.BooleanField(default=False, help_text="Also queue the graph build (a job).")
+    user_id = Text(
+        max_length=128,
+        required=False,
+        allow_blank=True,
+        help_text="The subject the knowledge was written for (default: the calling user; none for an "
+        "agent key). The chunks carry it: erasing that subject erases them with their graph.",
+    )
 
 
 class DatasetSerializer(serializers.Serializer):
@@ -119,6 +126,7 @@ class DatasetSerializer(serializers.Serializer):
 
 
 class IngestResponseSerializer(serializers.Serializer):
+    queued = serializers.BooleanField(help_text="True: a job stores the chunks (answered 202).")
     dataset = DatasetSerializer()
     created = serializers.BooleanField()
     engine_id = serializers.CharField()
@@ -128,7 +136,9 @@ class IngestResponseSerializer(serializers.Serializer):
     failed = serializers.ListField(child=serializers.DictField())
     item_ids = serializers.ListField(child=serializers.UUIDField())
     engine_result = serializers.DictField(allow_null=True)
-    job = serializers.DictField(allow_null=True)
+    job = serializers.DictField(
+        allow_null=True, help_text="The ingest's job when queued, else the graph build's job (build_graph)."
+    )
 
 
 class DatasetQuerySerializer(serializers.Serializer):
@@ -272,6 +282,11 @@ class KnowledgeView(APIView):
         request=IngestSerializer,
         responses={
             201: IngestResponseSerializer,
+            202: OpenApiResponse(
+                IngestResponseSerializer,
+                description="Larger than FEDMEM_KNOWLEDGE_SYNC_BYTES: queued as a job (follow `job.url`); "
+                "nothing is stored yet and `stored` is 0.",
+            ),
             409: OpenApiResponse(description="The dataset id belongs to another agent or engine."),
             502: OpenApiResponse(description="The policy's knowledge engine is unavailable."),
             **ERRORS,
@@ -281,7 +296,8 @@ class KnowledgeView(APIView):
         access = _access(request, agent_id)
         data = _parse(IngestSerializer, request.data).validated_data
         body = ingest_body(access, data, requested_by=request.user, trace_parent=_trace_parent(request))
-        return Response(body, status=status.HTTP_201_CREATED)
+        queued = body["queued"]
+        return Response(body, status=status.HTTP_202_ACCEPTED if queued else status.HTTP_201_CREATED)
 
 
 def ingest_body(
@@ -301,8 +317,11 @@ def ingest_body(
         build_graph=data["build_graph"],
         requested_by=requested_by,
         trace_parent=trace_parent,
+        user_id=data.get("user_id"),
     )
+    queued = outcome.job is not None and outcome.job.kind == k.INGEST_JOB
     return {
+        "queued": queued,
         "dataset": DatasetSerializer(outcome.dataset).data,
         "created": outcome.created,
         "engine_id": outcome.engine,

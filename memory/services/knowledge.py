@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core.errors import ApiError, Conflict, InvalidInput, NotFound
@@ -179,7 +180,13 @@ def knowledge_ingest(
     build_graph: bool = False,
     requested_by: Any = None,
     trace_parent: str | None = None,
+    user_id: str | None = None,
 ) -> IngestOutcome:
+    """Ingest texts into a dataset. ``user_id`` is the subject the knowledge was
+    written for (default: the calling user, none for an agent key): the chunks carry
+    it, so erasing that subject erases them with their graph. Builtin ingests larger
+    than ``FEDMEM_KNOWLEDGE_SYNC_BYTES`` run as a job (the outcome names it, nothing
+    is stored yet)."""
     name = check_dataset_name(dataset_name)
     texts = _checked_texts(texts)
     if scope not in KNOWLEDGE_SCOPES:
@@ -216,6 +223,25 @@ def knowledge_ingest(
             code="knowledge_dataset_engine_changed",
             details={"dataset_engine": existing.engine, "policy_engine": target},
         )
+    subject = (user_id if user_id is not None else access.default_user_id) or ""
+    if len(subject) > 128:
+        raise _field_error("user_id", "At most 128 characters.")
+    fields = {
+        "scope": scope,
+        "team": team,
+        "project": project,
+        "classification": classification,
+        "retention_days": retention_days,
+        "legal_hold": legal_hold,
+        "user_id": subject,
+    }
+    if (
+        target == engines.BUILTIN
+        and sum(len(t.encode()) for t in texts) > settings.FEDMEM_KNOWLEDGE_SYNC_BYTES
+    ):
+        return _ingest_job(
+            access, name, texts, fields, level=level, build_graph=build_graph, requested_by=requested_by
+        )
     remote = None
     if target != engines.BUILTIN:
         router = engines.router()
@@ -225,41 +251,137 @@ def knowledge_ingest(
             access, target, "ingest_knowledge", dataset=name, documents=texts, trace_parent=trace_parent
         )
     with transaction.atomic():
-        dataset, created = Dataset.objects.get_or_create(
-            tenant_id=access.tenant_id,
-            name=name,
-            defaults={
-                "agent": access.agent,
-                "scope": scope,
-                "team": team,
-                "project": project,
-                "classification": int(level),
-                "legal_hold": legal_hold or access.policy.legal_hold,
-                "engine": target,
-            },
-        )
+        dataset, created = _dataset_for(access, name, fields, level=level, engine=target)
         outcome = IngestOutcome(dataset=dataset, created=created, engine=target, remote=remote)
         if target == engines.BUILTIN:
-            _store_chunks(
-                access,
-                dataset,
-                texts,
-                outcome,
-                team=team,
-                project=project,
-                scope=scope,
-                classification=classification,
-                retention_days=retention_days,
-                legal_hold=legal_hold,
-            )
-        if legal_hold and not dataset.legal_hold:
-            dataset.legal_hold = True
-        # A text whose every chunk was refused (personal data, say) is not in the dataset.
-        dataset.documents += outcome.documents if target == engines.BUILTIN else len(texts)
-        dataset.save(update_fields=["documents", "legal_hold", "updated_at"])
+            _store_chunks(access, dataset, texts, outcome, **fields)
+        _count_documents(dataset, outcome.documents if target == engines.BUILTIN else len(texts), legal_hold)
         if build_graph:
             outcome.job = _graph_job(access, [dataset], requested_by)
     return outcome
+
+
+def _dataset_for(
+    access: MemoryAccess, name: str, fields: dict[str, Any], *, level: int, engine: str
+) -> tuple[Dataset, bool]:
+    return Dataset.objects.get_or_create(
+        tenant_id=access.tenant_id,
+        name=name,
+        defaults={
+            "agent": access.agent,
+            "scope": fields["scope"],
+            "team": fields["team"],
+            "project": fields["project"],
+            "classification": int(level),
+            "legal_hold": fields["legal_hold"] or access.policy.legal_hold,
+            "engine": engine,
+        },
+    )
+
+
+def _count_documents(dataset: Dataset, documents: int, legal_hold: bool) -> None:
+    # A text whose every chunk was refused (personal data, say) is not in the dataset.
+    updates: dict[str, Any] = {"documents": F("documents") + documents, "updated_at": timezone.now()}
+    if legal_hold:
+        updates["legal_hold"] = True
+    Dataset.objects.filter(pk=dataset.pk).update(**updates)
+    dataset.refresh_from_db(fields=["documents", "legal_hold", "updated_at"])
+
+
+# --- large ingests as a job ---------------------------------------------------------------
+
+INGEST_JOB = "knowledge_ingest"
+
+
+def _ingest_job(
+    access: MemoryAccess,
+    name: str,
+    texts: list[str],
+    fields: dict[str, Any],
+    *,
+    level: int,
+    build_graph: bool,
+    requested_by: Any,
+) -> IngestOutcome:
+    """Queue a large ingest: the dataset row and a job now (202), the chunks in the
+    worker, batch by batch with progress. A client that stops waiting knows what it
+    started (the job) and can follow it to the end; nothing is half-reported."""
+    from memory.tasks import knowledge_ingest_job
+
+    chunks = sum(len(chunks_of(text)) for text in texts)
+    with transaction.atomic():
+        dataset, created = _dataset_for(access, name, fields, level=level, engine=engines.BUILTIN)
+        job = Job.objects.create(
+            tenant_id=access.tenant_id,
+            kind=INGEST_JOB,
+            total=chunks,
+            created_by=requested_by if getattr(requested_by, "pk", None) else None,
+            message=f"{name}: {len(texts)} texts, {chunks} chunks",
+            # The texts wait here until the worker takes them; the job's result
+            # replaces them when it finishes, so no copy outlives the ingest.
+            result={
+                "pending": {
+                    "agent": str(access.agent.pk),
+                    "actor": access.actor.as_json(),
+                    "dataset": dataset.pk,
+                    "texts": texts,
+                    "fields": fields,
+                    "build_graph": build_graph,
+                }
+            },
+        )
+        enqueue_on_commit(knowledge_ingest_job, str(job.pk))
+    return IngestOutcome(dataset=dataset, created=created, engine=engines.BUILTIN, chunks=chunks, job=job)
+
+
+def knowledge_ingest_run(*, job_id: Any) -> Job | None:
+    """The worker side of a large ingest. Each batch of chunks commits on its own
+    (progress shows); a redelivered or repeated job stores nothing twice, since a
+    chunk already stored is answered as a duplicate."""
+    from governance.models import Agent
+    from memory.enforcement import Actor, memory_access_for
+
+    job = job_mark_running(job_id)
+    if job is None:
+        return None
+    pending = (job.result or {}).get("pending")
+    if not pending:
+        return job_finish(job, error="The ingest's texts are gone; send them again.")
+    try:
+        agent = Agent.objects.select_related("tenant").get(pk=pending["agent"])
+        access = memory_access_for(
+            agent, Actor(**pending["actor"]), default_user_id=pending["fields"]["user_id"]
+        )
+        dataset = Dataset.objects.get(pk=pending["dataset"], tenant_id=agent.tenant_id)
+        outcome = IngestOutcome(dataset=dataset, created=False, engine=engines.BUILTIN)
+
+        def progress(done: int) -> None:
+            Job.objects.filter(pk=job.pk).update(progress=done, message=f"{dataset.name}: {done} chunks")
+
+        _store_chunks(access, dataset, pending["texts"], outcome, progress=progress, **pending["fields"])
+        _count_documents(dataset, outcome.documents, pending["fields"]["legal_hold"])
+        graph = None
+        if pending["build_graph"]:
+            with transaction.atomic():
+                graph = _graph_job(access, [dataset], None)
+    except Exception as exc:  # the job records the failure; chunks stored so far stay
+        return job_finish(
+            job,
+            result={"dataset_id": str(pending.get("dataset"))},
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+    return job_finish(
+        job,
+        result={
+            "dataset_id": dataset.name,
+            "chunks": outcome.chunks,
+            "stored": outcome.stored,
+            "deduplicated": outcome.deduplicated,
+            "failed": outcome.failed,
+            "documents": outcome.documents,
+            "graph_job": str(graph.pk) if graph else None,
+        },
+    )
 
 
 def _store_chunks(
@@ -267,6 +389,7 @@ def _store_chunks(
     dataset: Dataset,
     texts: list[str],
     outcome: IngestOutcome,
+    progress: Any = None,
     **fields: Any,
 ) -> None:
     base = MemoryDraft(
@@ -275,7 +398,8 @@ def _store_chunks(
         kind=Kind.SEMANTIC,
         record_kind=RecordKind.DOCUMENT,
         classification=fields["classification"],
-        user_id="",
+        # The subject the knowledge was written for: erasing them erases these chunks.
+        user_id=fields["user_id"],
         team=fields["team"],
         project=fields["project"],
         retention_days=fields["retention_days"],
@@ -298,6 +422,8 @@ def _store_chunks(
         results.extend(
             memory_remember_batch(access=access, drafts=drafts[start : start + MAX_BATCH], via="knowledge")
         )
+        if progress is not None:
+            progress(len(results))
     outcome.documents = len({doc_of[i] for i, r in enumerate(results) if r.error is None})
     for position, result in enumerate(results):
         if result.error is not None:
