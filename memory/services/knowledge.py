@@ -281,6 +281,8 @@ def _dataset_for(
 
 def _count_documents(dataset: Dataset, documents: int, legal_hold: bool) -> None:
     # A text whose every chunk was refused (personal data, say) is not in the dataset.
+    if not documents and (not legal_hold or dataset.legal_hold):
+        return
     updates: dict[str, Any] = {"documents": F("documents") + documents, "updated_at": timezone.now()}
     if legal_hold:
         updates["legal_hold"] = True
@@ -424,7 +426,11 @@ def _store_chunks(
         )
         if progress is not None:
             progress(len(results))
-    outcome.documents = len({doc_of[i] for i, r in enumerate(results) if r.error is None})
+    # A text counts once its first chunk is stored: a re-ingest answered entirely by
+    # duplicates adds no document (and leaves a held dataset's row unchanged).
+    outcome.documents = len(
+        {doc_of[i] for i, r in enumerate(results) if r.outcome is not None and r.outcome.created}
+    )
     for position, result in enumerate(results):
         if result.error is not None:
             outcome.failed.append(
