@@ -40,13 +40,17 @@ def forget_subject_in_engines(target: ErasureTarget) -> list[dict[str, Any]]:
             statuses.append({**status, "status": "unsupported"})
             continue
         forgotten = 0
+        # Holds first, for every agent: a failure on one agent's forget must not
+        # leave another agent's refusal unrecorded.
         held: list[Any] = []
+        free = []
+        for agent in agents:
+            holds = holds_covering_subject(tenant.pk, subject=target.subject, agent_id=agent.pk)
+            held.extend(holds)
+            if not holds:
+                free.append(agent)
         try:
-            for agent in agents:
-                holds = holds_covering_subject(tenant.pk, subject=target.subject, agent_id=agent.pk)
-                if holds:
-                    held.extend(holds)
-                    continue
+            for agent in free:
                 ctx = operation_context(
                     tenant=tenant, operation="forget", agent=agent, user_id=target.subject
                 )
@@ -55,12 +59,10 @@ def forget_subject_in_engines(target: ErasureTarget) -> list[dict[str, Any]]:
                     forgotten += 1
         except AdapterError as exc:
             statuses.append({**status, "status": "failed", "detail": exc.reason, "forgotten": forgotten})
-            continue
+        else:
+            statuses.append({**status, "status": "held" if held else "forgotten", "forgotten": forgotten})
         if held:
             audit_blocked(
                 tenant=tenant, actor=None, operation="provider_forget", holds=list(set(held)), count=len(held)
             )
-            statuses.append({**status, "status": "held", "forgotten": forgotten})
-        else:
-            statuses.append({**status, "status": "forgotten", "forgotten": forgotten})
     return statuses

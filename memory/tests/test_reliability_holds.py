@@ -5,9 +5,10 @@
   subject id and in the content) is in no text, JSON, array or full-text column
   of any model the catalog lists (every model, ``_meta.get_fields()``) -> 0 hits.
 * Hold x write-path matrix: every write path that can change or delete existing
-  memory, against a hold of every target the hold model offers, changes 0 held
-  rows (full row snapshots of the item and its derived graph before and after),
-  and every refusal is audited as ``legal_hold.blocked`` naming the hold.
+  memory (provider forget included, against a local engine), against a hold of
+  every target the hold model offers, changes 0 held rows (full row snapshots of
+  the item and its derived graph before and after), and every refusal is audited
+  as ``legal_hold.blocked`` naming the hold.
 
 Run: ``python -m pytest memory/tests/test_reliability_holds.py -q -s``.
 """
@@ -30,7 +31,7 @@ from django.utils import timezone
 
 from core.errors import ApiError
 from governance.models import AuditEvent, LegalHold, Role
-from governance.services.erasure import erasure_request_create, erasure_run
+from governance.services.erasure import ErasureTarget, erasure_request_create, erasure_run
 from governance.services.holds import legal_hold_place, legal_hold_release
 from governance.tests import factories as f
 from memory.extraction.pipeline import extract_item
@@ -42,6 +43,7 @@ from memory.services.retention import retention_sweep
 from memory.services.supersession import memory_supersede
 from memory.tests.conftest import remember
 from memory.tests.graph_helpers import fact
+from providers.erasure import forget_subject_in_engines
 
 TEXT_TYPES = (models.CharField, models.TextField, models.JSONField)
 
@@ -215,6 +217,21 @@ def _attempt(call: Callable[[], Any]) -> None:
         call()
 
 
+# Holds that reach a subject's records in a provider engine (the others name local rows).
+REMOTE_TARGETS = {LegalHold.Target.SUBJECT, LegalHold.Target.AGENT}
+
+
+@pytest.fixture
+def crm():
+    """A provider engine (the ``custom`` protocol, on loopback) holding the subject's records."""
+    from providers.tests.engines import custom_engine, declare
+
+    server = custom_engine([{"id": "r1", "kind": "fact", "text": CHUNK}])
+    declare("crm", server.url)
+    yield server
+    server.stop()
+
+
 def _paths(world, access, chunk: MemoryItem) -> dict[str, Callable[[], Any]]:
     """Every write path that can change or delete existing memory -> one attempt on
     the held chunk. Keyed by the ``operation`` its ``legal_hold.blocked`` event names."""
@@ -245,13 +262,16 @@ def _paths(world, access, chunk: MemoryItem) -> dict[str, Callable[[], Any]]:
         ),
         "re_extraction": lambda: (extraction_backfill(which="all"), extract_item(chunk.pk)),
         "retention": lambda: retention_sweep(now=later),
+        "provider_forget": lambda: forget_subject_in_engines(
+            ErasureTarget(tenant_id=world.tenant.pk, subject=SUBJECT, agent_id=None)
+        ),
         "erasure": lambda: _erase(world, SUBJECT),
         "dataset_delete": lambda: knowledge_dataset_delete(access=access, name="held-set"),
     }
 
 
 @pytest.mark.parametrize("target", LegalHold.Target.values)
-def test_no_write_path_changes_a_held_row(world, access, target):
+def test_no_write_path_changes_a_held_row(world, access, target, crm):
     outcome = knowledge_ingest(
         access=access, texts=[CHUNK], dataset_name="held-set", user_id=SUBJECT, retention_days=1
     )
@@ -274,13 +294,20 @@ def test_no_write_path_changes_a_held_row(world, access, target):
         diff = [table for table in before if before[table] != after[table]]
         if diff:
             changed[operation] = diff
+        if operation == "provider_forget" and target not in REMOTE_TARGETS:
+            continue  # the remote records are not what this hold names
         events = AuditEvent.objects.filter(action="legal_hold.blocked", data__operation=operation)
         if not any(str(hold.pk) in e.data["holds"] for e in events):
             unaudited.append(operation)
     paths = len(_paths(world, access, chunk))
+    refusals = paths if target in REMOTE_TARGETS else paths - 1
+    remote_deletes = [r.path for r in crm.requests if r.method == "DELETE"]
     print(
         f"\nhold matrix target={target}: paths={paths} changed={len(changed)} {changed or ''} "
-        f"refusals audited={paths - len(unaudited)}/{paths} {unaudited or ''}"
+        f"refusals audited={refusals - len(unaudited)}/{refusals} {unaudited or ''} "
+        f"remote forgets={len(remote_deletes)}"
     )
     assert changed == {}
     assert unaudited == []
+    if target in REMOTE_TARGETS:
+        assert remote_deletes == []
