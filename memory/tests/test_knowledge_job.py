@@ -107,3 +107,19 @@ def test_a_real_worker_runs_the_ingest_job(world, as_user, worker_factory, small
     assert int(job.worker.rsplit(":", 1)[1]) != os.getpid()
     assert job.progress == job.total
     assert MemoryItem.objects.filter(dataset__name="drills").count() == job.total
+
+
+def test_the_console_shows_the_ingest_job_with_its_progress(world, as_user, client, small_bound):
+    body = as_user(world.owner).post(
+        url(world.agent), {"texts": _texts(), "dataset_id": "drills"}, format="json"
+    )
+    job_id = body.json()["job"]["id"]
+    client.force_login(world.owner)
+    queued = client.get(f"/jobs/{job_id}/", HTTP_HX_REQUEST="true")
+    # Still running: the row polls itself for the progress.
+    assert queued.status_code == 200 and b'hx-trigger="every 1s"' in queued.content
+    assert b"knowledge_ingest" in queued.content and b'value="0"' in queued.content
+    job = knowledge_ingest_run(job_id=job_id)
+    done = client.get(f"/jobs/{job_id}/", HTTP_HX_REQUEST="true")
+    assert f'value="{job.total}"'.encode() in done.content and b"every 1s" not in done.content
+    assert b"knowledge_ingest" in client.get("/").content
