@@ -88,6 +88,15 @@ def memory_access(principal: Any, agent_id: Any) -> MemoryAccess:
     return MemoryAccess(agent=agent, policy=policy, actor=actor, default_user_id=default_user, engine=engine)
 
 
+def memory_access_for(agent: Agent, actor: Actor, *, default_user_id: str = "") -> MemoryAccess:
+    """Access for work a caller queued (a large ingest's job): the caller as the actor
+    of record, the agent's policy as it is when the work runs."""
+    policy, engine = _policy_and_engine(agent)
+    return MemoryAccess(
+        agent=agent, policy=policy, actor=actor, default_user_id=default_user_id, engine=engine
+    )
+
+
 def system_access(agent: Agent) -> MemoryAccess:
     """Access for platform-internal work (demo seeding, maintenance), still policy-bound."""
     policy, engine = _policy_and_engine(agent)

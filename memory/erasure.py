@@ -1,13 +1,22 @@
 """The builtin memory's subject deleter for erasure (registered in ``MemoryConfig.ready``).
 
-Removes, for one subject (``user_id``) in a tenant or one agent: the items (their
-embedding and full-text vector live in the same row), the history of those items
-(old and new text), idempotency records that answer with those items, and session
-messages. Items and messages a legal hold covers are kept untouched and reported.
+Removes, for one subject (``user_id``) in a tenant or one agent: the items —
+knowledge chunks written for the subject included — (their embedding and
+full-text vector live in the same row), every row that depends on them (listed
+from the model catalog, hidden ``related_name="+"`` keys included: mentions,
+causal edges and their span links, supersessions, contradiction decisions), the
+history of those items (old and new text), idempotency records that answer with
+those items, and session messages; entities only those items named go, and
+entities they shared lose the subject's spellings. Items and messages a legal
+hold covers are kept untouched and reported per hold.
+
+It runs inside the erasure's one transaction (``governance.services.erasure``):
+if anything fails, nothing is deleted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.apps import apps
@@ -17,14 +26,7 @@ from django.db.models import Q
 from governance.models import Tenant
 from governance.services.erasure import DeleterResult, ErasureTarget
 from memory.extraction.pipeline import delete_orphan_entities, entities_of
-from memory.holds import (
-    active_holds,
-    audit_blocked,
-    held_items_q,
-    held_messages_q,
-    hold_item_q,
-    hold_message_q,
-)
+from memory.holds import Holds, audit_blocked
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.models.graph import Entity
 
@@ -32,97 +34,119 @@ _BATCH = 2000
 
 
 def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
-    holds = active_holds(target.tenant_id)
+    holds = Holds(target.tenant_id)
     mine = Q(tenant_id=target.tenant_id, user_id=target.subject)
     if target.agent_id is not None:
         mine &= Q(agent_id=target.agent_id)
-    held_q = held_items_q(target.tenant_id, holds)
-    held_msg_q = held_messages_q(target.tenant_id, holds)
     result = DeleterResult()
 
     items = MemoryItem.objects.filter(mine)
     # Lock the rows so a concurrent write for the subject waits for the erasure.
-    rows = list(items.exclude(held_q).select_for_update().values_list("pk", "content_hash"))
+    rows = list(holds.unheld(items).select_for_update().values_list("pk", "content_hash"))
     ids = [pk for pk, _ in rows]
     result.content_hashes = [h for _, h in rows]
-    history = idempotency = deleted_items = 0
-    derived: dict[str, int] = {}
-    touched: set[Any] = set()
-    for start in range(0, len(ids), _BATCH):
-        chunk = ids[start : start + _BATCH]
-        history += MemoryHistory.objects.filter(tenant_id=target.tenant_id, item_id__in=chunk).delete()[0]
-        idempotency += delete_idempotency_records(
-            tenant_id=target.tenant_id, item_ids=[str(pk) for pk in chunk]
-        )
-        touched.update(entities_of(chunk))
-        for label, count in _delete_dependents(chunk).items():
-            derived[label] = derived.get(label, 0) + count
-        deleted_items += _delete_rows(MemoryItem, chunk)
-    # An entity name can be the subject's own name: none may outlive its last mention.
-    orphans = delete_orphan_entities(target.tenant_id, touched)
+    counts = delete_items(target.tenant_id, ids)
     # History of the subject's items deleted earlier (forget, purge), found by the
     # subject recorded with each event; the history of held items stays with them.
-    held_ids = list(items.values_list("pk", flat=True))
+    kept_ids = list(items.values_list("pk", flat=True))
     old_history = MemoryHistory.objects.filter(tenant_id=target.tenant_id, details__user_id=target.subject)
     if target.agent_id is not None:
         old_history = old_history.filter(agent_id=target.agent_id)
-    history += old_history.exclude(item_id__in=held_ids).delete()[0]
+    counts[MemoryHistory._meta.db_table] += old_history.exclude(item_id__in=kept_ids).delete()[0]
     messages = SessionMessage.objects.filter(mine)
-    deleted_messages = messages.exclude(held_msg_q).delete()[0]
-    result.counts = {
-        MemoryItem._meta.db_table: deleted_items,
-        MemoryHistory._meta.db_table: history,
-        IdempotencyRecord._meta.db_table: idempotency,
-        SessionMessage._meta.db_table: deleted_messages,
-        Entity._meta.db_table: orphans,
-        **{apps.get_model(label)._meta.db_table: count for label, count in derived.items()},
-    }
+    counts[SessionMessage._meta.db_table] = holds.unheld(messages).delete()[0]
+    result.counts = counts
 
-    kept = items.count()
-    kept_messages = messages.count()
-    if kept or kept_messages:
-        covering = [
-            h
-            for h in holds
-            if MemoryItem.objects.filter(mine & hold_item_q(h)).exists()
-            or SessionMessage.objects.filter(mine & hold_message_q(h)).exists()
-        ]
-        hold_ids = [str(h.pk) for h in covering]
-        flagged = items.filter(legal_hold=True).count()
-        for table, count in (
-            (MemoryItem._meta.db_table, kept),
-            (SessionMessage._meta.db_table, kept_messages),
-        ):
-            if count:
-                result.held.append({"table": table, "count": count, "holds": hold_ids, "flagged": flagged})
+    result.held = [
+        entry for entry in (held_entry(holds, items), held_entry(holds, messages)) if entry is not None
+    ]
+    if result.held:
+        covering = holds.holds_by_id({h for entry in result.held for h in entry["holds"]})
         audit_blocked(
             tenant=Tenant.objects.get(pk=target.tenant_id),
             actor=target.actor,
             operation="erasure",
             holds=covering,
-            count=kept + kept_messages,
-            flagged=flagged,
+            count=sum(entry["count"] for entry in result.held),
+            flagged=sum(entry["flagged"] for entry in result.held),
         )
     return result
 
 
-def _delete_dependents(item_ids: list[Any]) -> dict[str, int]:
-    """Delete every row that cascades from these items (mentions, causal edges,
-    supersessions, and whatever model points at an item later), model by model.
+def held_entry(holds: Holds, rows: Any) -> dict[str, Any] | None:
+    """What a hold kept of ``rows``: the count, which hold covered how many, and how
+    many carry the row's own ``legal_hold`` flag (a flag is not a hold row)."""
+    kept = rows.count()
+    if not kept:
+        return None
+    by_hold = holds.covering(rows)
+    return {
+        "table": rows.model._meta.db_table,
+        "count": kept,
+        "holds": sorted(by_hold),
+        "by_hold": dict(sorted(by_hold.items())),
+        "flagged": rows.filter(legal_hold=True).count(),
+    }
 
-    Listed from the model graph, so a new dependent is covered without editing this.
+
+def delete_items(tenant_id: Any, ids: list[Any]) -> dict[str, int]:
+    """Delete items with everything derived from them, counted per table: their
+    history, idempotency records answering with them, every dependent row the model
+    catalog lists, and entities left unnamed (the rest are re-derived). Callers have
+    decided holds already and locked the rows."""
+    counts: dict[str, int] = {
+        MemoryItem._meta.db_table: 0,
+        MemoryHistory._meta.db_table: 0,
+        IdempotencyRecord._meta.db_table: 0,
+        Entity._meta.db_table: 0,
+    }
+    touched: set[Any] = set()
+    for start in range(0, len(ids), _BATCH):
+        chunk = ids[start : start + _BATCH]
+        counts[MemoryHistory._meta.db_table] += MemoryHistory.objects.filter(
+            tenant_id=tenant_id, item_id__in=chunk
+        ).delete()[0]
+        counts[IdempotencyRecord._meta.db_table] += delete_idempotency_records(
+            tenant_id=tenant_id, item_ids=[str(pk) for pk in chunk]
+        )
+        touched.update(entities_of(chunk))
+        for label, count in _delete_dependents(MemoryItem, chunk).items():
+            table = apps.get_model(label)._meta.db_table
+            counts[table] = counts.get(table, 0) + count
+        counts[MemoryItem._meta.db_table] += _delete_rows(MemoryItem, chunk)
+    counts[Entity._meta.db_table] += delete_orphan_entities(tenant_id, touched)
+    return counts
+
+
+def reverse_relations(model: type[models.Model]) -> Iterator[Any]:
+    """Every foreign key (or one-to-one) pointing at ``model``, from the model
+    catalog. ``include_hidden``: ``related_name="+"`` keys are not in
+    ``_meta.related_objects``, and missing one leaves a row the database's foreign
+    key then refuses to orphan."""
+    for field in model._meta.get_fields(include_hidden=True):
+        if field.auto_created and not field.concrete and (field.one_to_many or field.one_to_one):
+            yield field
+
+
+def _delete_dependents(model: type[models.Model], ids: list[Any]) -> dict[str, int]:
+    """Delete (or detach) every row that points at these rows, model by model.
+
     Doing it here, in one statement per model, lets the items themselves go in one
     plain DELETE: Django's cascade collector would first load every item (with its
-    embedding) into Python, which dominated the erasure time."""
+    embedding) into Python, which dominated the erasure time. Each dependent's own
+    dependents go through the collector (span links go with their causal edges)."""
     counts: dict[str, int] = {}
-    for relation in MemoryItem._meta.related_objects:
-        if relation.many_to_many or relation.on_delete is not models.CASCADE:
-            continue
-        model = relation.related_model
-        # Counted per model, cascades included (span links go with their causal edges).
-        _, per_model = model.objects.filter(**{f"{relation.field.name}__in": item_ids}).delete()
-        for label, deleted in per_model.items():
-            counts[label] = counts.get(label, 0) + deleted
+    for relation in reverse_relations(model):
+        related = relation.related_model
+        rows = related._base_manager.filter(**{f"{relation.field.name}__in": ids})
+        if relation.on_delete is models.CASCADE:
+            _, per_model = rows.delete()
+            for label, deleted in per_model.items():
+                counts[label] = counts.get(label, 0) + deleted
+        elif relation.on_delete is models.SET_NULL:
+            rows.update(**{relation.field.name: None})
+        # PROTECT and RESTRICT: the database refuses the delete below, and the
+        # erasure's one transaction rolls back everything (nothing half-erased).
     return counts
 
 

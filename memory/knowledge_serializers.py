@@ -92,6 +92,13 @@ class IngestSerializer(serializers.Serializer):
     retention_days = serializers.IntegerField(min_value=1, max_value=36500, required=False, allow_null=True)
     legal_hold = serializers.BooleanField(default=False)
     build_graph = serializers.BooleanField(default=False, help_text="Also queue the graph build (a job).")
+    user_id = Text(
+        max_length=128,
+        required=False,
+        allow_blank=True,
+        help_text="The subject the knowledge was written for (default: the calling user; none for an "
+        "agent key). The chunks carry it: erasing that subject erases them with their graph.",
+    )
 
     def to_request(self, *, trace_parent: str | None) -> ops.IngestRequest:
         data = self.validated_data
@@ -106,6 +113,7 @@ class IngestSerializer(serializers.Serializer):
             legal_hold=data["legal_hold"],
             build_graph=data["build_graph"],
             trace_parent=trace_parent,
+            user_id=data.get("user_id"),
         )
 
 
@@ -129,6 +137,7 @@ class DatasetSerializer(serializers.Serializer):
 
 
 class IngestResponseSerializer(serializers.Serializer):
+    queued = serializers.BooleanField(help_text="True: a job stores the chunks (answered 202).")
     dataset = DatasetSerializer()
     created = serializers.BooleanField()
     engine_id = serializers.CharField()
@@ -138,7 +147,9 @@ class IngestResponseSerializer(serializers.Serializer):
     failed = serializers.ListField(child=serializers.DictField())
     item_ids = serializers.ListField(child=serializers.UUIDField())
     engine_result = serializers.DictField(allow_null=True)
-    job = serializers.DictField(allow_null=True)
+    job = serializers.DictField(
+        allow_null=True, help_text="The ingest's job when queued, else the graph build's job (build_graph)."
+    )
 
 
 class DatasetQuerySerializer(serializers.Serializer):

@@ -70,3 +70,11 @@ def knowledge_graph_build(job_id: str, agent_id: str, dataset_pks: list[int]) ->
     from memory.services.knowledge import knowledge_graph_run
 
     knowledge_graph_run(job_id=job_id, agent_id=agent_id, dataset_pks=dataset_pks)
+
+
+@shared_task(name="memory.knowledge_ingest", acks_late=True, ignore_result=True)
+def knowledge_ingest_job(job_id: str) -> None:
+    """Store a large knowledge ingest; progress and outcome in the governance Job."""
+    from memory.services.knowledge import knowledge_ingest_run
+
+    knowledge_ingest_run(job_id=job_id)

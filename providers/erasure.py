@@ -66,11 +66,19 @@ def _engine_forget(
     forgotten = 0
     held: list[Any] = []
     writes: list[ProviderWrite] = []
+    # Holds first, for every agent, and their refusal on record before anything is
+    # asked: a failing forget for one agent must not drop another agent's refusal.
+    free = []
     for agent in agents:
         holds = holds_covering_subject(tenant.pk, subject=target.subject, agent_id=agent.pk)
-        if holds:
-            held.extend(holds)
-            continue
+        held.extend(holds)
+        if not holds:
+            free.append(agent)
+    if held:
+        audit_blocked(
+            tenant=tenant, actor=None, operation="provider_forget", holds=list(set(held)), count=len(held)
+        )
+    for agent in free:
         ctx = operation_context(tenant=tenant, operation="forget", agent=agent, user_id=target.subject)
         if adapter.supports("list") and adapter.supports("forget"):
             for hit in adapter.perform("list", ctx, limit=LIST_LIMIT):
@@ -105,9 +113,6 @@ def _engine_forget(
     failed = [w for w in writes if w.status == ProviderWrite.Status.FAILED]
     queued = [w for w in writes if w.status == ProviderWrite.Status.QUEUED]
     if held:
-        audit_blocked(
-            tenant=tenant, actor=None, operation="provider_forget", holds=list(set(held)), count=len(held)
-        )
         return {**status, "status": "held"}
     if failed:
         return {**status, "status": "failed", "detail": failed[0].reason[:300]}

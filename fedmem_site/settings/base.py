@@ -305,6 +305,9 @@ FEDMEM_PII_ENTITIES = env_list(
 )  # fmt: skip
 FEDMEM_PII_MIN_SCORE = env_float("FEDMEM_PII_MIN_SCORE", 0.5, minimum=0.0)
 FEDMEM_IDEMPOTENCY_TTL_HOURS = env_int("FEDMEM_IDEMPOTENCY_TTL_HOURS", 24, minimum=1)
+# Builtin knowledge ingests whose texts add up to more bytes than this run as a job
+# (202 with the job): embedding and detection of large texts outlast client timeouts.
+FEDMEM_KNOWLEDGE_SYNC_BYTES = env_int("FEDMEM_KNOWLEDGE_SYNC_BYTES", 32 * 1024, minimum=1)
 # Graph extraction (docs/graph.md). GLiNER runs only from a local model directory.
 FEDMEM_GLINER_MODEL = env_str("FEDMEM_GLINER_MODEL")
 FEDMEM_GLINER_THRESHOLD = env_float("FEDMEM_GLINER_THRESHOLD", 0.5, minimum=0.0)

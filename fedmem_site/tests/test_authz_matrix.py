@@ -246,6 +246,14 @@ def probe(world, engine_server, settings) -> Probe:
 
     gone_decision = decision(w.agent, "archive")
     ContradictionDecision.objects.filter(pk=gone_decision).delete()
+    # Before the agent holds below: a held fact is never retired, so no decision.
+    decisions = {
+        "own": decision(w.agent, "billing"),
+        "sibling": decision(w.sibling, "ledger"),
+        "foreign": decision(w.foreign_agent, "shipping"),
+        "deleted": gone_decision,
+        "nonexistent": "987654321",
+    }
 
     gone_job = self_check_start(tenant=w.tenant, requested_by=w.owner)
     gone_job_id = str(gone_job.pk)
@@ -321,13 +329,7 @@ def probe(world, engine_server, settings) -> Probe:
             "deleted": gone_dataset,
             "nonexistent": "no-such-docs",
         },
-        "decision_id": {
-            "own": decision(w.agent, "billing"),
-            "sibling": decision(w.sibling, "ledger"),
-            "foreign": decision(w.foreign_agent, "shipping"),
-            "deleted": gone_decision,
-            "nonexistent": "987654321",
-        },
+        "decision_id": decisions,
         "engine_id": {
             "own": "acme-custom",
             "sibling": "shared-custom",

@@ -178,13 +178,15 @@ class LegalHoldSerializer(serializers.ModelSerializer):
     placed_by = serializers.CharField(source="placed_by.username", read_only=True)
     released_by = serializers.CharField(source="released_by.username", read_only=True, allow_null=True)
     is_active = serializers.BooleanField(read_only=True)
+    # The hold stores only the subject's keyed hash (as the audit trail names it).
+    subject_hash = serializers.CharField(source="subject", read_only=True)
 
     class Meta:
         model = LegalHold
         fields = [
             "id",
             "target",
-            "subject",
+            "subject_hash",
             "agent",
             "scope",
             "dataset",

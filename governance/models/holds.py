@@ -38,7 +38,11 @@ class LegalHold(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="legal_holds")
     target = models.CharField(max_length=16, choices=Target.choices)
-    subject = models.CharField(max_length=128, blank=True, help_text="the end user id (target subject)")
+    # The keyed hash of the end user id (governance.services.audit.subject_hash), never
+    # the id itself: a hold outlives its release and the subject's erasure.
+    subject = models.CharField(
+        max_length=128, blank=True, help_text="keyed hash of the subject (target subject)"
+    )
     agent = models.ForeignKey(
         "governance.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="legal_holds"
     )

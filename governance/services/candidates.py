@@ -142,7 +142,8 @@ def erase_subject_candidates(target: Any) -> Any:
     if target.agent_id is not None:
         qs = qs.filter(agent_id=target.agent_id)
     holds = list(LegalHold.objects.active().filter(tenant_id=target.tenant_id))
-    subject_holds = [h for h in holds if h.target == LegalHold.Target.SUBJECT and h.subject == target.subject]
+    digest = subject_hash(target.subject)  # holds store the subject's keyed hash
+    subject_holds = [h for h in holds if h.target == LegalHold.Target.SUBJECT and h.subject == digest]
     agent_holds = [h for h in holds if h.target == LegalHold.Target.AGENT]
     result = DeleterResult()
     kept_qs = qs.none() if not subject_holds else qs

@@ -11,7 +11,8 @@ answering one status per engine instance.
 
 The worker task calls :func:`erasure_run`, which is idempotent: a redelivered
 message finds the request completed and does nothing; a run that died half way
-is repeated, and deleting what is already gone deletes nothing.
+is repeated. The deleters, the engine forgets and the certificate run in one
+transaction, so a run either completes or fails without deleting anything.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class ErasureTarget:
 @dataclass
 class DeleterResult:
     counts: dict[str, int] = field(default_factory=dict)
-    # One entry per kind of kept row: {"table", "count", "holds": [hold ids], "flagged": n}
+    # One entry per kind of kept row: {"table", "count", "holds": [hold ids],
+    # "by_hold": {hold id: rows it covers}, "flagged": rows with their own legal_hold flag}
     held: list[dict[str, Any]] = field(default_factory=list)
     content_hashes: list[str] = field(default_factory=list)
 
@@ -116,10 +118,6 @@ def erasure_request_create(
     return request
 
 
-def _progress(job: Job, done: int, message: str) -> None:
-    Job.objects.filter(pk=job.pk).update(progress=done, message=message)
-
-
 def erasure_run(*, request_id: Any) -> ErasureRequest | None:
     """Do one erasure: delete, ask engines to forget, fence, certify. Idempotent."""
     request = ErasureRequest.objects.select_related("tenant", "job").filter(pk=request_id).first()
@@ -130,28 +128,32 @@ def erasure_run(*, request_id: Any) -> ErasureRequest | None:
         return request
     ErasureRequest.objects.filter(pk=request.pk).update(status=ErasureRequest.Status.RUNNING)
     target = ErasureTarget(tenant_id=request.tenant_id, subject=request.subject, agent_id=request.agent_id)
-    counts: dict[str, int] = {}
-    held: list[dict[str, Any]] = []
-    hashes: list[str] = []
     try:
-        for done, (name, deleter) in enumerate(_DELETERS.items(), start=1):
-            # One transaction per app: a failure keeps what was erased and the run repeats.
-            with transaction.atomic():
+        # One plan, one transaction: every app's deleter, the engines' forgets and the
+        # certificate commit together, or nothing is deleted and the run can repeat.
+        with transaction.atomic():
+            counts: dict[str, int] = {}
+            held: list[dict[str, Any]] = []
+            hashes: list[str] = []
+            for deleter in _DELETERS.values():
                 result = deleter(target)
-            for table, n in result.counts.items():
-                counts[table] = counts.get(table, 0) + n
-            held.extend(result.held)
-            hashes.extend(result.content_hashes)
-            _progress(job, done, f"erased {name}")
-        engines: list[dict[str, Any]] = []
-        for forgetter in _FORGETTERS.values():
-            engines.extend(forgetter(target))
+                for table, n in result.counts.items():
+                    counts[table] = counts.get(table, 0) + n
+                held.extend(result.held)
+                hashes.extend(result.content_hashes)
+            engines: list[dict[str, Any]] = []
+            for forgetter in _FORGETTERS.values():
+                engines.extend(forgetter(target))
+            return _complete(
+                request=request, job=job, counts=counts, held=held, hashes=hashes, engines=engines
+            )
     except Exception as exc:
         with transaction.atomic():
             ErasureRequest.objects.filter(pk=request.pk).update(status=ErasureRequest.Status.FAILED)
-            job_finish(job, error=f"{type(exc).__name__}: erasure failed; it can be retried")
+            job_finish(
+                job, error=f"{type(exc).__name__}: erasure failed; nothing was deleted; it can be retried"
+            )
         raise
-    return _complete(request=request, job=job, counts=counts, held=held, hashes=hashes, engines=engines)
 
 
 @transaction.atomic
@@ -185,6 +187,7 @@ def _complete(
         "completed_at": now.isoformat(),
         "deleted": dict(sorted(counts.items())),
         "held": held,
+        "holds": _holds_summary(request.tenant_id, held),
         "engines": engines,
         "fence": {"erased_at": now.isoformat(), "content_hashes": len(set(hashes))},
     }
@@ -206,6 +209,34 @@ def _complete(
     )
     job_finish(job, result={"erasure_request": str(request.pk), "deleted": sum(counts.values())})
     return request
+
+
+def _holds_summary(tenant_id: Any, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per hold that kept something: what it names (subject only by hash) and how
+    many rows of which table it kept."""
+    from governance.models import LegalHold
+
+    rows: dict[str, dict[str, int]] = {}
+    for entry in held:
+        for hold_id in entry.get("by_hold") or dict.fromkeys(entry["holds"], entry["count"]):
+            count = (entry.get("by_hold") or {}).get(hold_id, entry["count"])
+            rows.setdefault(hold_id, {})[entry["table"]] = count
+    out = []
+    for hold in LegalHold.objects.filter(tenant_id=tenant_id, pk__in=list(rows)).order_by("placed_at"):
+        out.append(
+            {
+                "hold": str(hold.pk),
+                "target": hold.target,
+                "subject_hash": hold.subject,
+                "agent": str(hold.agent_id or ""),
+                "scope": hold.scope,
+                "dataset": hold.dataset,
+                "item": str(hold.item_id or ""),
+                "placed_at": hold.placed_at.isoformat(),
+                "rows": rows[str(hold.pk)],
+            }
+        )
+    return out
 
 
 def erasure_fenced(*, tenant_id: Any, subject: str, captured_at: Any, content_hash: str = "") -> bool:

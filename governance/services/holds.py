@@ -32,7 +32,8 @@ def _require_officer(actor: Any, tenant: Tenant) -> None:
 def _audit_data(hold: LegalHold) -> dict[str, Any]:
     return {
         "target": hold.target,
-        "subject_hash": subject_hash(hold.subject) if hold.subject else "",
+        # The hold stores the keyed hash already (see legal_hold_place).
+        "subject_hash": hold.subject,
         "agent": str(hold.agent_id) if hold.agent_id else "",
         "scope": hold.scope,
         "dataset": hold.dataset,
@@ -76,7 +77,10 @@ def legal_hold_place(
     hold = LegalHold.objects.create(
         tenant=tenant,
         target=target,
-        subject=subject if target == LegalHold.Target.SUBJECT else "",
+        # Only the keyed hash, like the audit trail: a hold outlives its release and the
+        # subject's erasure, and must not keep the subject id in clear (memory.holds
+        # matches rows by hashing their user ids).
+        subject=subject_hash(subject) if target == LegalHold.Target.SUBJECT else "",
         agent=agent if target in (LegalHold.Target.AGENT, LegalHold.Target.SCOPE) else None,
         scope=scope if target == LegalHold.Target.SCOPE else "",
         dataset=dataset if target == LegalHold.Target.DATASET else "",

@@ -27,16 +27,19 @@ def test_officer_places_a_subject_hold_audited_with_the_subject_hashed(world, as
     response = place(as_user(world.officer), target="subject", subject="cust-1")
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["is_active"] and body["placed_by"] == "officer" and body["subject"] == "cust-1"
+    assert body["is_active"] and body["placed_by"] == "officer"
+    assert body["subject_hash"] == subject_hash("cust-1") and "subject" not in body
     event = AuditEvent.objects.get(action="legal_hold.place")
     assert event.data["subject_hash"] == subject_hash("cust-1")
     assert "cust-1" not in str(event.data)
+    # The hold row itself keeps only the keyed hash, active or released.
+    assert LegalHold.objects.get().subject == subject_hash("cust-1")
 
 
 def test_hold_targets_keep_only_their_own_fields(world, as_user):
     client = as_user(world.officer)
     agent_hold = place(client, target="agent", agent=str(world.agent.pk), subject="ignored").json()
-    assert agent_hold["agent"] == str(world.agent.pk) and agent_hold["subject"] == ""
+    assert agent_hold["agent"] == str(world.agent.pk) and agent_hold["subject_hash"] == ""
     scope_hold = place(client, target="scope", scope="team", agent=str(world.agent.pk)).json()
     assert scope_hold["scope"] == "team"
     assert place(client, target="dataset", dataset="contracts").json()["dataset"] == "contracts"

@@ -64,6 +64,11 @@ class KnowledgeView(AgentMemoryMixin, APIView):
         request=IngestSerializer,
         responses={
             201: IngestResponseSerializer,
+            202: OpenApiResponse(
+                IngestResponseSerializer,
+                description="Larger than FEDMEM_KNOWLEDGE_SYNC_BYTES: queued as a job (follow `job.url`); "
+                "nothing is stored yet and `stored` is 0.",
+            ),
             409: OpenApiResponse(description="The dataset id belongs to another agent or engine."),
             502: OpenApiResponse(description="The policy's knowledge engine is unavailable."),
             **ERRORS,
@@ -75,7 +80,8 @@ class KnowledgeView(AgentMemoryMixin, APIView):
         written = ops.ingest_knowledge(
             access, parsed.to_request(trace_parent=trace_parent(request)), requested_by=request.user
         )
-        return Response(written.body(), status=status.HTTP_201_CREATED)
+        code = status.HTTP_202_ACCEPTED if written.queued else status.HTTP_201_CREATED
+        return Response(written.body(), status=code)
 
 
 class DatasetListView(AgentMemoryMixin, generics.GenericAPIView):

@@ -90,11 +90,18 @@ def extract_item(item_id: Any) -> bool:
     terms = span_terms(spans)
     with transaction.atomic():
         # The row lock serializes two deliveries of the same task.
-        locked = MemoryItem.objects.select_for_update().filter(pk=item_id).only("id", "content").first()
+        locked = (
+            MemoryItem.objects.select_for_update()
+            .filter(pk=item_id)
+            .only("id", "tenant_id", "content", "extraction_status", "legal_hold")
+            .first()
+        )
         if locked is None:
             return False
         if locked.content != text:
             # Updated meanwhile: the update enqueued its own extraction.
+            return True
+        if locked.extraction_status == MemoryItem.Extraction.DONE and _refused_under_hold(locked):
             return True
         previous = entities_of([item_id])
         Mention.objects.filter(item_id=item_id).delete()
@@ -137,15 +144,88 @@ def extract_item(item_id: Any) -> bool:
     return True
 
 
+def _refused_under_hold(item: MemoryItem) -> bool:
+    """Re-extraction replaces an item's mentions and causal edges: a held item keeps
+    the graph it had (memory.holds decides), and the attempt is audited."""
+    from governance.models import Tenant
+    from memory.holds import Holds, audit_blocked
+
+    holds = Holds(item.tenant_id)
+    if not holds.item_is_held(item):
+        return False
+    audit_blocked(
+        tenant=Tenant.objects.get(pk=item.tenant_id),
+        actor=None,
+        operation="re_extraction",
+        holds=holds.covering_item(item),
+        count=1,
+        flagged=int(item.legal_hold),
+        target=("memory.memoryitem", str(item.pk)),
+    )
+    return True
+
+
 def delete_orphan_entities(tenant_id: Any, entity_ids: Any) -> int:
-    """Of ``entity_ids``, those no item mentions any more. An entity name can be
-    personal data (a person's name): it must not outlive the last memory that said
-    it. Callers pass the entities their change touched, so the check stays small."""
+    """Settle ``entity_ids`` after items were deleted: those no item mentions any more
+    go, and the others are re-derived from the mentions that remain.
+
+    An entity name can be personal data (a person's name): it must not outlive the
+    last memory that said it. That holds for the spellings too: an entity keeps only
+    the aliases its remaining mentions spell, and an entity whose own name came from
+    a deleted mention takes its name from a remaining one (or folds into the entity
+    that already has that name). Callers pass the entities their change touched, so
+    the work stays small. Returns how many entities were deleted."""
     ids = list(entity_ids)
     if not ids:
         return 0
     deleted, _ = Entity.objects.filter(tenant_id=tenant_id, pk__in=ids, mentions__isnull=True).delete()
+    _rederive_entities(tenant_id, ids)
     return deleted
+
+
+def _rederive_entities(tenant_id: Any, ids: list[Any]) -> None:
+    from memory.extraction.entities import normalize
+
+    forms: dict[Any, list[tuple[str, str]]] = {}
+    remaining = (
+        Mention.objects.filter(tenant_id=tenant_id, entity_id__in=ids)
+        .order_by("item__created_at", "item_id", "start")
+        .values_list("entity_id", "text")
+    )
+    for entity_id, text in remaining:
+        norm = normalize(text)
+        if norm and all(norm != seen for _, seen in forms.get(entity_id, [])):
+            forms.setdefault(entity_id, []).append((text, norm))
+    for entity in Entity.objects.filter(tenant_id=tenant_id, pk__in=list(forms)).defer("embedding"):
+        spelled = forms[entity.pk]
+        norms = [norm for _, norm in spelled]
+        if entity.normalized in norms:
+            aliases = [norm for norm in norms if norm != entity.normalized]
+            if aliases != list(entity.aliases):
+                Entity.objects.filter(pk=entity.pk).update(aliases=aliases)
+            continue
+        # The entity's own name was spelled only by deleted mentions.
+        name, norm = spelled[0]
+        aliases = [n for n in norms if n != norm]
+        other = Entity.objects.filter(tenant_id=tenant_id, normalized=norm).exclude(pk=entity.pk).first()
+        if other is not None:
+            _fold_into(entity, other, aliases)
+            continue
+        Entity.objects.filter(pk=entity.pk).update(
+            name=name[:200], normalized=norm, aliases=aliases, embedding=embed_texts([name[:200]])[0]
+        )
+
+
+def _fold_into(entity: Entity, other: Entity, aliases: list[str]) -> None:
+    """Move ``entity``'s mentions to ``other`` (same name now) and delete it."""
+    taken = set(Mention.objects.filter(entity=other).values_list("item_id", "start"))
+    moving = list(Mention.objects.filter(entity=entity).values_list("pk", "item_id", "start"))
+    clash = [pk for pk, item_id, start in moving if (item_id, start) in taken]
+    Mention.objects.filter(pk__in=clash).delete()
+    Mention.objects.filter(entity=entity).update(entity=other)
+    merged = [*other.aliases, *(a for a in aliases if a != other.normalized and a not in other.aliases)]
+    Entity.objects.filter(pk=other.pk).update(aliases=merged)
+    entity.delete()
 
 
 def entities_of(item_ids: Any) -> list[Any]:

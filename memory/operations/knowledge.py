@@ -107,15 +107,23 @@ class IngestRequest:
     legal_hold: bool = False
     build_graph: bool = False
     trace_parent: str | None = None
+    # The subject the knowledge was written for (None: the calling user, if any).
+    user_id: str | None = None
 
 
 @dataclass(frozen=True)
 class IngestResult:
     outcome: k.IngestOutcome
 
+    @property
+    def queued(self) -> bool:
+        """A large ingest: a job stores the chunks (answered 202)."""
+        return self.outcome.job is not None and self.outcome.job.kind == k.INGEST_JOB
+
     def body(self) -> dict[str, Any]:
         outcome = self.outcome
         return {
+            "queued": self.queued,
             "dataset": dataset_json(outcome.dataset),
             "created": outcome.created,
             "engine_id": outcome.engine,
@@ -145,6 +153,7 @@ def ingest_knowledge(access: MemoryAccess, request: IngestRequest, *, requested_
         build_graph=request.build_graph,
         requested_by=requested_by,
         trace_parent=request.trace_parent,
+        user_id=request.user_id,
     )
     return IngestResult(outcome)
 

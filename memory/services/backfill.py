@@ -17,6 +17,29 @@ from memory.models import MemoryItem
 SELECTIONS = ("pending", "failed", "all")
 
 
+def _skip_held(items: Any) -> Any:
+    from governance.models import Tenant
+    from memory.holds import Holds, audit_blocked
+
+    keep = items.none()
+    for tenant_id in items.order_by().values_list("tenant_id", flat=True).distinct():
+        holds = Holds(tenant_id)
+        mine = items.filter(tenant_id=tenant_id)
+        held = holds.held(mine)
+        count = held.count()
+        if count:
+            audit_blocked(
+                tenant=Tenant.objects.get(pk=tenant_id),
+                actor=None,
+                operation="re_extraction",
+                holds=holds.holds_by_id(holds.covering(held)),
+                count=count,
+                flagged=held.filter(legal_hold=True).count(),
+            )
+        keep |= items.filter(pk__in=holds.unheld(mine).values("pk"))
+    return keep
+
+
 def extraction_backfill(*, which: str, agent_id: Any = None, tenant_id: Any = None, batch: int = 100) -> int:
     """Enqueue extraction for the selected items, ``batch`` ids per task; returns
     how many items were enqueued. ``failed`` and ``all`` reset the status to
@@ -30,6 +53,9 @@ def extraction_backfill(*, which: str, agent_id: Any = None, tenant_id: Any = No
         items = items.filter(agent_id=agent_id)
     if tenant_id is not None:
         items = items.filter(tenant_id=tenant_id)
+    if which != "pending":
+        # Re-extracting replaces the derived graph and resets the row: held items keep theirs.
+        items = _skip_held(items)
     ids = [str(pk) for pk in items.order_by("created_at", "id").values_list("pk", flat=True)]
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]

@@ -25,6 +25,7 @@ from core.vocabulary import Scope
 from governance.services.audit import audit_record
 from memory.contradictions import get_resolver
 from memory.enforcement import MemoryAccess, modifiable_q
+from memory.holds import Holds, audit_blocked
 from memory.models import ContradictionDecision, MemoryHistory, MemoryItem, Supersession
 from memory.services.supersession import retire, successor_draft
 from memory.services.write import Prepared, history_row, prepare, store
@@ -49,9 +50,14 @@ def contradictions_check(*, access: MemoryAccess, item: MemoryItem) -> list[Cont
     those it contradicts. Runs inside the write's transaction."""
     resolver = get_resolver()
     revived = _revive_reasserted(access, item)
+    holds = Holds(access.tenant_id)
+    same = MemoryItem.objects.current().filter(
+        modifiable_q(access), _same_keys(item), created_at__lte=item.created_at
+    )
+    # Held facts are never retired (memory.holds decides: flag, subject, item, ... holds).
+    blocked = list(holds.held(same).exclude(pk=item.pk).exclude(content_hash=item.content_hash)[:CANDIDATES])
     candidates = (
-        MemoryItem.objects.current()
-        .filter(modifiable_q(access), _same_keys(item), created_at__lte=item.created_at, legal_hold=False)
+        holds.unheld(same)
         .exclude(pk=item.pk)
         .exclude(content_hash=item.content_hash)
         .annotate(distance=CosineDistance("embedding", item.embedding))
@@ -59,6 +65,7 @@ def contradictions_check(*, access: MemoryAccess, item: MemoryItem) -> list[Cont
         .defer("embedding", "search_vector")[:CANDIDATES]
     )
     decisions = []
+    _audit_blocked_retirements(access, resolver, item, blocked, holds)
     for old in candidates:
         verdict = resolver.check(item.content, old.content)
         if verdict is None:
@@ -85,6 +92,25 @@ def contradictions_check(*, access: MemoryAccess, item: MemoryItem) -> list[Cont
             )
         )
     return decisions
+
+
+def _audit_blocked_retirements(
+    access: MemoryAccess, resolver: Any, item: MemoryItem, held: list[MemoryItem], holds: Holds
+) -> None:
+    """A held fact the new one contradicts stays current; the retirement it was
+    spared is on record (legal_hold.blocked, operation ``contradiction``)."""
+    for old in held:
+        if resolver.check(item.content, old.content) is None:
+            continue
+        audit_blocked(
+            tenant=access.agent.tenant,
+            actor=access.actor,
+            operation="contradiction",
+            holds=holds.covering_item(old),
+            count=1,
+            flagged=int(old.legal_hold),
+            target=("memory.memoryitem", str(old.pk)),
+        )
 
 
 def _revive_reasserted(access: MemoryAccess, item: MemoryItem) -> list[str]:

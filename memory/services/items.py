@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Func, Q, Value
+from django.db.models import F, Func, Q, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
@@ -37,7 +37,7 @@ from memory import enforcement
 from memory.enforcement import MemoryAccess
 from memory.extraction.nlp import split_sentences
 from memory.extraction.pipeline import delete_orphan_entities, entities_of
-from memory.holds import active_holds, audit_blocked, held_items_q, held_messages_q
+from memory.holds import Holds, audit_blocked
 from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
 from memory.services.contradictions import contradictions_check, wants_check
 from memory.services.hooks import items_written
@@ -394,14 +394,8 @@ def memory_purge(
     targets = targets.filter(**{key: value for key, value in narrowing.items() if value})
     with transaction.atomic():
         # Lock the rows first so a concurrent write to them waits for the purge.
-        holds = active_holds(access.tenant_id)
-        rows = list(
-            targets.select_for_update()
-            .annotate(
-                held=ExpressionWrapper(held_items_q(access.tenant_id, holds), output_field=BooleanField())
-            )
-            .values_list("pk", "held", "scopes")
-        )
+        holds = Holds(access.tenant_id)
+        rows = list(holds.annotate(targets.select_for_update()).values_list("pk", "held", "scopes"))
         kept = sum(1 for _, held, _ in rows if held)
         if kept:
             # Committed with the purge: the held rows stay, the attempt is on record.
@@ -409,7 +403,9 @@ def memory_purge(
                 tenant=access.agent.tenant,
                 actor=access.actor,
                 operation="purge",
-                holds=holds,
+                holds=holds.holds_by_id(
+                    holds.covering(targets.filter(pk__in=[pk for pk, h, _ in rows if h]))
+                ),
                 count=kept,
                 target=("governance.agent", str(access.agent.pk)),
             )
@@ -435,11 +431,7 @@ def memory_purge(
                 msg_q &= Q(session_id=session_id)
             if user_id:
                 msg_q &= Q(user_id=user_id)
-            messages, _ = (
-                SessionMessage.objects.filter(msg_q)
-                .exclude(held_messages_q(access.tenant_id, holds))
-                .delete()
-            )
+            messages, _ = holds.unheld(SessionMessage.objects.filter(msg_q)).delete()
     return PurgeReport(
         scope=scope,
         deleted=deleted,

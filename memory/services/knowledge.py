@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core.errors import (
@@ -34,9 +35,10 @@ from governance.services.audit import audit_record
 from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
-from memory.extraction.pipeline import delete_orphan_entities, entities_of, extract_item
-from memory.holds import active_holds, audit_blocked, held_items_q, hold_item_q
-from memory.models import CausalEdge, Dataset, MemoryHistory, MemoryItem, Mention
+from memory.erasure import delete_items
+from memory.extraction.pipeline import extract_item
+from memory.holds import Holds, audit_blocked
+from memory.models import CausalEdge, Dataset, Entity, MemoryHistory, MemoryItem, Mention
 from memory.services.items import MAX_BATCH, BatchResult, MemoryDraft, memory_remember_batch
 from memory.text import ContentError, check_content
 
@@ -180,7 +182,13 @@ def knowledge_ingest(
     build_graph: bool = False,
     requested_by: Any = None,
     trace_parent: str | None = None,
+    user_id: str | None = None,
 ) -> IngestOutcome:
+    """Ingest texts into a dataset. ``user_id`` is the subject the knowledge was
+    written for (default: the calling user, none for an agent key): the chunks carry
+    it, so erasing that subject erases them with their graph. Builtin ingests larger
+    than ``FEDMEM_KNOWLEDGE_SYNC_BYTES`` run as a job (the outcome names it, nothing
+    is stored yet)."""
     name = check_dataset_name(dataset_name)
     texts = _checked_texts(texts)
     if scope not in KNOWLEDGE_SCOPES:
@@ -214,6 +222,25 @@ def knowledge_ingest(
             f"to {target!r}.",
             details={"dataset_engine": existing.engine, "policy_engine": target},
         )
+    subject = (user_id if user_id is not None else access.default_user_id) or ""
+    if len(subject) > 128:
+        raise field_error("user_id", "At most 128 characters.")
+    fields = {
+        "scope": scope,
+        "team": team,
+        "project": project,
+        "classification": classification,
+        "retention_days": retention_days,
+        "legal_hold": legal_hold,
+        "user_id": subject,
+    }
+    if (
+        target == engines.BUILTIN
+        and sum(len(t.encode()) for t in texts) > settings.FEDMEM_KNOWLEDGE_SYNC_BYTES
+    ):
+        return _ingest_job(
+            access, name, texts, fields, level=level, build_graph=build_graph, requested_by=requested_by
+        )
     remote = None
     if target != engines.BUILTIN:
         router = engines.router()
@@ -225,41 +252,12 @@ def knowledge_ingest(
     # The dataset row first (its own statement): chunks name it, and each batch of
     # chunks prepares (detection, embedding) before its own transaction, never inside
     # one that holds the dataset row.
-    dataset, created = Dataset.objects.get_or_create(
-        tenant_id=access.tenant_id,
-        name=name,
-        defaults={
-            "agent": access.agent,
-            "scope": scope,
-            "team": team,
-            "project": project,
-            "classification": int(level),
-            "legal_hold": legal_hold or access.policy.legal_hold,
-            "engine": target,
-        },
-    )
+    dataset, created = _dataset_for(access, name, fields, level=level, engine=target)
     outcome = IngestOutcome(dataset=dataset, created=created, engine=target, remote=remote)
     if target == engines.BUILTIN:
-        _store_chunks(
-            access,
-            dataset,
-            texts,
-            outcome,
-            team=team,
-            project=project,
-            scope=scope,
-            classification=classification,
-            retention_days=retention_days,
-            legal_hold=legal_hold,
-        )
+        _store_chunks(access, dataset, texts, outcome, **fields)
     with transaction.atomic():
-        dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
-        outcome.dataset = dataset
-        if legal_hold and not dataset.legal_hold:
-            dataset.legal_hold = True
-        # A text whose every chunk was refused (personal data, say) is not in the dataset.
-        dataset.documents += outcome.documents if target == engines.BUILTIN else len(texts)
-        dataset.save(update_fields=["documents", "legal_hold", "updated_at"])
+        _count_documents(dataset, outcome.documents if target == engines.BUILTIN else len(texts), legal_hold)
         if build_graph:
             outcome.job = _graph_job(access, [dataset], requested_by)
             # The job marked the row queued in SQL: answer with what is stored.
@@ -267,11 +265,137 @@ def knowledge_ingest(
     return outcome
 
 
+def _dataset_for(
+    access: MemoryAccess, name: str, fields: dict[str, Any], *, level: int, engine: str
+) -> tuple[Dataset, bool]:
+    return Dataset.objects.get_or_create(
+        tenant_id=access.tenant_id,
+        name=name,
+        defaults={
+            "agent": access.agent,
+            "scope": fields["scope"],
+            "team": fields["team"],
+            "project": fields["project"],
+            "classification": int(level),
+            "legal_hold": fields["legal_hold"] or access.policy.legal_hold,
+            "engine": engine,
+        },
+    )
+
+
+def _count_documents(dataset: Dataset, documents: int, legal_hold: bool) -> None:
+    # A text whose every chunk was refused (personal data, say) is not in the dataset.
+    if not documents and (not legal_hold or dataset.legal_hold):
+        return
+    updates: dict[str, Any] = {"documents": F("documents") + documents, "updated_at": timezone.now()}
+    if legal_hold:
+        updates["legal_hold"] = True
+    Dataset.objects.filter(pk=dataset.pk).update(**updates)
+    dataset.refresh_from_db(fields=["documents", "legal_hold", "updated_at"])
+
+
+# --- large ingests as a job ---------------------------------------------------------------
+
+INGEST_JOB = "knowledge_ingest"
+
+
+def _ingest_job(
+    access: MemoryAccess,
+    name: str,
+    texts: list[str],
+    fields: dict[str, Any],
+    *,
+    level: int,
+    build_graph: bool,
+    requested_by: Any,
+) -> IngestOutcome:
+    """Queue a large ingest: the dataset row and a job now (202), the chunks in the
+    worker, batch by batch with progress. A client that stops waiting knows what it
+    started (the job) and can follow it to the end; nothing is half-reported."""
+    from memory.tasks import knowledge_ingest_job
+
+    chunks = sum(len(chunks_of(text)) for text in texts)
+    with transaction.atomic():
+        dataset, created = _dataset_for(access, name, fields, level=level, engine=engines.BUILTIN)
+        job = Job.objects.create(
+            tenant_id=access.tenant_id,
+            kind=INGEST_JOB,
+            total=chunks,
+            created_by=requested_by if getattr(requested_by, "pk", None) else None,
+            message=f"{name}: {len(texts)} texts, {chunks} chunks",
+            # The texts wait here until the worker takes them; the job's result
+            # replaces them when it finishes, so no copy outlives the ingest.
+            result={
+                "pending": {
+                    "agent": str(access.agent.pk),
+                    "actor": access.actor.as_json(),
+                    "dataset": dataset.pk,
+                    "texts": texts,
+                    "fields": fields,
+                    "build_graph": build_graph,
+                }
+            },
+        )
+        enqueue_on_commit(knowledge_ingest_job, str(job.pk))
+    return IngestOutcome(dataset=dataset, created=created, engine=engines.BUILTIN, chunks=chunks, job=job)
+
+
+def knowledge_ingest_run(*, job_id: Any) -> Job | None:
+    """The worker side of a large ingest. Each batch of chunks commits on its own
+    (progress shows); a redelivered or repeated job stores nothing twice, since a
+    chunk already stored is answered as a duplicate."""
+    from governance.models import Agent
+    from memory.enforcement import Actor, memory_access_for
+
+    job = job_mark_running(job_id)
+    if job is None:
+        return None
+    pending = (job.result or {}).get("pending")
+    if not pending:
+        return job_finish(job, error="The ingest's texts are gone; send them again.")
+    try:
+        agent = Agent.objects.select_related("tenant").get(pk=pending["agent"])
+        access = memory_access_for(
+            agent, Actor(**pending["actor"]), default_user_id=pending["fields"]["user_id"]
+        )
+        dataset = Dataset.objects.get(pk=pending["dataset"], tenant_id=agent.tenant_id)
+        outcome = IngestOutcome(dataset=dataset, created=False, engine=engines.BUILTIN)
+
+        def progress(done: int) -> None:
+            Job.objects.filter(pk=job.pk).update(progress=done, message=f"{dataset.name}: {done} chunks")
+
+        _store_chunks(access, dataset, pending["texts"], outcome, progress=progress, **pending["fields"])
+        _count_documents(dataset, outcome.documents, pending["fields"]["legal_hold"])
+        graph = None
+        if pending["build_graph"]:
+            with transaction.atomic():
+                graph = _graph_job(access, [dataset], None)
+    except Exception as exc:  # the job records the failure; chunks stored so far stay
+        return job_finish(
+            job,
+            result={"dataset_id": str(pending.get("dataset"))},
+            error=f"{type(exc).__name__}: {exc}"[:2000],
+        )
+    return job_finish(
+        job,
+        result={
+            "dataset_id": dataset.name,
+            "chunks": outcome.chunks,
+            "stored": outcome.stored,
+            "deduplicated": outcome.deduplicated,
+            "failed": outcome.failed,
+            "documents": outcome.documents,
+            "graph_job": str(graph.pk) if graph else None,
+        },
+    )
+
+
 def _store_chunks(
     access: MemoryAccess,
     dataset: Dataset,
     texts: list[str],
     outcome: IngestOutcome,
+    progress: Any = None,
     **fields: Any,
 ) -> None:
     base = MemoryDraft(
@@ -280,7 +404,8 @@ def _store_chunks(
         kind=Kind.SEMANTIC,
         record_kind=RecordKind.DOCUMENT,
         classification=fields["classification"],
-        user_id="",
+        # The subject the knowledge was written for: erasing them erases these chunks.
+        user_id=fields["user_id"],
         team=fields["team"],
         project=fields["project"],
         retention_days=fields["retention_days"],
@@ -303,7 +428,13 @@ def _store_chunks(
         results.extend(
             memory_remember_batch(access=access, drafts=drafts[start : start + MAX_BATCH], via="knowledge")
         )
-    outcome.documents = len({doc_of[i] for i, r in enumerate(results) if r.error is None})
+        if progress is not None:
+            progress(len(results))
+    # A text counts once its first chunk is stored: a re-ingest answered entirely by
+    # duplicates adds no document (and leaves a held dataset's row unchanged).
+    outcome.documents = len(
+        {doc_of[i] for i, r in enumerate(results) if r.outcome is not None and r.outcome.created}
+    )
     for position, result in enumerate(results):
         if result.error is not None:
             outcome.failed.append(
@@ -617,6 +748,14 @@ class DatasetHeld(Conflict):
     code = ErrorCode.MEMORY_LEGAL_HOLD
 
 
+def holds_now_cover(tenant_id: Any, dataset: Dataset, chunks: Any) -> bool:
+    """Re-read inside the deleting transaction: the dataset's flag or any hold."""
+    fresh = Holds(tenant_id)
+    named = any(h.target == "dataset" and h.dataset == dataset.name for h in fresh.holds)
+    flagged = Dataset.objects.filter(pk=dataset.pk, legal_hold=True).exists()
+    return named or flagged or fresh.held(chunks).exists()
+
+
 def knowledge_dataset_delete(
     *, access: MemoryAccess, name: str, trace_parent: str | None = None
 ) -> dict[str, int]:
@@ -624,19 +763,21 @@ def knowledge_dataset_delete(
     entity links, causal edges, history; entities no other item names). Refused
     while a legal hold covers the dataset or any of its chunks."""
     dataset = dataset_get(access, name, own=True)
-    holds = active_holds(access.tenant_id)
-    covering = [h for h in holds if MemoryItem.objects.filter(hold_item_q(h), dataset=dataset).exists()]
+    holds = Holds(access.tenant_id)
+    chunks = MemoryItem.objects.filter(dataset=dataset)
+    by_hold = holds.covering(chunks)
+    covering = holds.holds_by_id(by_hold)
     covering += [
-        h for h in holds if h.target == "dataset" and h.dataset == dataset.name and h not in covering
+        h for h in holds.holds if h.target == "dataset" and h.dataset == dataset.name and h not in covering
     ]
-    flagged = MemoryItem.objects.filter(dataset=dataset, legal_hold=True).count()
+    flagged = chunks.filter(legal_hold=True).count()
     if covering or flagged or dataset.legal_hold:
         audit_blocked(
             tenant=access.agent.tenant,
             actor=access.actor,
             operation="dataset_delete",
             holds=covering,
-            count=max(1, MemoryItem.objects.filter(dataset=dataset).count()),
+            count=max(1, chunks.count()),
             flagged=flagged + int(dataset.legal_hold),
             target=("memory.dataset", dataset.name),
         )
@@ -652,24 +793,20 @@ def knowledge_dataset_delete(
             access, dataset.engine, "delete_dataset", dataset=dataset.name, trace_parent=trace_parent
         )
     with transaction.atomic():
-        items = MemoryItem.objects.select_for_update().filter(dataset=dataset)
+        ids = list(chunks.select_for_update().values_list("pk", flat=True))
         # A hold placed since the check wins: nothing is deleted.
-        if items.filter(held_items_q(access.tenant_id)).exists():
+        if holds_now_cover(access.tenant_id, dataset, chunks):
             raise DatasetHeld(
                 "This dataset is under legal hold and cannot be deleted.",
                 details={"dataset_id": dataset.name},
             )
-        ids = list(items.values_list("pk", flat=True))
-        history = MemoryHistory.objects.filter(tenant_id=access.tenant_id, item_id__in=ids).delete()[0]
-        touched = entities_of(ids)
-        _, per_model = MemoryItem.objects.filter(pk__in=ids).delete()
-        orphans = delete_orphan_entities(access.tenant_id, touched)
+        deleted = delete_items(access.tenant_id, ids)
         counts = {
-            "items": per_model.get(MemoryItem._meta.label, 0),
-            "mentions": per_model.get(Mention._meta.label, 0),
-            "causal_edges": per_model.get(CausalEdge._meta.label, 0),
-            "history": history,
-            "entities": orphans,
+            "items": deleted[MemoryItem._meta.db_table],
+            "mentions": deleted.get(Mention._meta.db_table, 0),
+            "causal_edges": deleted.get(CausalEdge._meta.db_table, 0),
+            "history": deleted[MemoryHistory._meta.db_table],
+            "entities": deleted[Entity._meta.db_table],
         }
         dataset.delete()
         audit_record(

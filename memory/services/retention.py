@@ -22,9 +22,9 @@ from django.utils import timezone
 from governance.models import AgentPolicyVersion, Tenant
 from governance.selectors import memory_policies_for_tenant
 from governance.services.audit import audit_record
-from memory.erasure import delete_idempotency_records
-from memory.holds import active_holds, audit_blocked, held_items_q
-from memory.models import MemoryHistory, MemoryItem
+from memory.erasure import delete_items
+from memory.holds import Holds, audit_blocked
+from memory.models import MemoryItem
 
 
 @dataclass
@@ -74,21 +74,18 @@ def _sweep_tenant(tenant: Tenant, *, now: datetime, batch: int) -> tuple[int, in
     expired = expired_q(tenant, now=now)
     while True:
         with transaction.atomic():
-            holds = active_holds(tenant.pk)
+            holds = Holds(tenant.pk)
             overdue = MemoryItem.objects.filter(tenant=tenant).filter(expired)
             ids = list(
-                overdue.exclude(held_items_q(tenant.pk, holds))
-                .select_for_update(skip_locked=True)
-                .values_list("pk", flat=True)[:batch]
+                holds.unheld(overdue).select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch]
             )
             if not ids:
                 break
-            MemoryHistory.objects.filter(tenant=tenant, item_id__in=ids).delete()
-            delete_idempotency_records(tenant_id=tenant.pk, item_ids=[str(i) for i in ids])
-            deleted += MemoryItem.objects.filter(pk__in=ids).delete()[0]
+            # Derived rows, history, idempotency answers and entities go with the items.
+            deleted += delete_items(tenant.pk, ids)[MemoryItem._meta.db_table]
     with transaction.atomic():
-        holds = active_holds(tenant.pk)
-        kept_q = MemoryItem.objects.filter(expired, held_items_q(tenant.pk, holds), tenant=tenant)
+        holds = Holds(tenant.pk)
+        kept_q = holds.held(MemoryItem.objects.filter(expired, tenant=tenant))
         kept = kept_q.count()
         audit_record(
             tenant=tenant,
@@ -101,7 +98,7 @@ def _sweep_tenant(tenant: Tenant, *, now: datetime, batch: int) -> tuple[int, in
                 tenant=tenant,
                 actor=None,
                 operation="retention",
-                holds=holds,
+                holds=holds.holds_by_id(holds.covering(kept_q)),
                 count=kept,
                 flagged=kept_q.filter(legal_hold=True).count(),
             )
@@ -113,9 +110,8 @@ def overdue_unheld_count(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     tenant_ids = set(MemoryItem.objects.filter(retention_until__lte=now).values_list("tenant_id", flat=True))
     return sum(
-        MemoryItem.objects.filter(tenant=tenant)
-        .filter(expired_q(tenant, now=now))
-        .exclude(held_items_q(tenant.pk))
+        Holds(tenant.pk)
+        .unheld(MemoryItem.objects.filter(tenant=tenant).filter(expired_q(tenant, now=now)))
         .count()
         for tenant in Tenant.objects.filter(pk__in=tenant_ids | _idle_tenants())
     )

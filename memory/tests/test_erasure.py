@@ -191,8 +191,17 @@ def test_erasure_keeps_held_data_byte_identical_and_reports_the_hold(world, acce
     assert MemoryHistory.objects.filter(item_id=held.pk).exists()
     assert not MemoryItem.objects.filter(pk=free.pk).exists()
     assert request.certificate["held"] == [
-        {"table": "memory_item", "count": 1, "holds": [str(hold.pk)], "flagged": 0}
+        {
+            "table": "memory_item",
+            "count": 1,
+            "holds": [str(hold.pk)],
+            "by_hold": {str(hold.pk): 1},
+            "flagged": 0,
+        }
     ]
+    [summary] = request.certificate["holds"]
+    assert summary["hold"] == str(hold.pk) and summary["target"] == "item"
+    assert summary["rows"] == {"memory_item": 1}
     assert request.certificate["deleted"]["memory_item"] == 1
     event = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="erasure")
     assert event.data["holds"] == [str(hold.pk)]

@@ -20,7 +20,7 @@ from core.errors import Conflict, ErrorCode, MemoryNotFound
 from governance.selectors import as_uuid
 from memory import enforcement
 from memory.enforcement import MemoryAccess
-from memory.holds import audit_blocked, holds_covering_item
+from memory.holds import Holds, audit_blocked
 from memory.models import MemoryItem
 from memory.services.write.tx import in_transaction
 
@@ -54,9 +54,28 @@ def modifiable(access: MemoryAccess, item_id: Any, *, lock: bool) -> MemoryItem:
 
 def refuse_if_held(item: MemoryItem) -> None:
     """Raise :class:`MemoryHeld` when a hold covers ``item`` (run with its row locked)."""
-    holds = holds_covering_item(item)
-    if item.legal_hold or holds:
-        raise MemoryHeld(item, holds)
+    holds = Holds(item.tenant_id)
+    if holds.item_is_held(item):
+        raise MemoryHeld(item, holds.covering_item(item))
+
+
+def held_unchanged(access: MemoryAccess, item: MemoryItem, operation: str) -> bool:
+    """For writes that would change an item in passing (a dedup merge): True when a
+    hold covers it, and then the change it was spared is audited; the caller leaves
+    the row as it is. Runs inside the write's transaction: the write itself goes on."""
+    holds = Holds(item.tenant_id)
+    if not holds.item_is_held(item):
+        return False
+    audit_blocked(
+        tenant=access.agent.tenant,
+        actor=access.actor,
+        operation=operation,
+        holds=holds.covering_item(item),
+        count=1,
+        flagged=int(item.legal_hold),
+        target=("memory.memoryitem", str(item.pk)),
+    )
+    return True
 
 
 def audit_refusal(access: MemoryAccess, exc: MemoryHeld, operation: str) -> None:

@@ -15,6 +15,7 @@ from pgvector.django import CosineDistance
 from memory.enforcement import MemoryAccess
 from memory.models import MemoryHistory, MemoryItem
 from memory.services.hooks import items_written
+from memory.services.write import guards
 from memory.services.write.drafts import Prepared, WriteOutcome
 from memory.services.write.history import history_row, jsonable
 from memory.services.write.tx import in_transaction
@@ -109,7 +110,9 @@ def _merge_duplicate(
     access: MemoryAccess, existing: MemoryItem, prepared: Prepared, history: list[MemoryHistory]
 ) -> MemoryItem:
     """Widen the existing item instead of storing a second copy: scopes are unioned,
-    the stricter classification and any legal hold win, the longer retention wins."""
+    the stricter classification and any legal hold win, the longer retention wins.
+    A held item is never widened (the guards ask memory.holds): the duplicate is
+    answered with it unchanged, and the merge it was spared is audited."""
     changes: dict[str, Any] = {}
     if prepared.scope not in existing.scopes:
         changes["scopes"] = [*existing.scopes, prepared.scope]
@@ -128,7 +131,7 @@ def _merge_duplicate(
         )
     if not changes:
         return existing
-    if existing.legal_hold:
+    if guards.held_unchanged(access, existing, "dedup_merge"):
         # Held data stays byte-identical; the duplicate is still answered with it.
         return existing
     before = {key: jsonable(getattr(existing, key)) for key in changes}
