@@ -46,7 +46,9 @@ def test_remember_goes_to_mem0_like_rest(world, engines_up, call, as_agent, engi
     assert body["engine"]["event_id"]
     assert not MemoryItem.objects.exists()  # Mem0 holds it; not stored twice
     [add] = _adds(engines_up)
-    assert add.json["filters"] == {"user_id": "acme:cust-1", "agent_id": f"acme:{world.agent.pk}"}
+    # One entity id per Mem0 write (Mem0 matches ids strictly); the agent rides in metadata.
+    assert add.json["filters"] == {"user_id": "acme:cust-1"}
+    assert add.json["metadata"]["fedmem_agent"] == str(world.agent.pk)
     assert framed_result(REGISTRY["remember"], body).structured_content == body
 
     rest = as_agent(world.agent).post(

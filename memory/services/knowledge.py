@@ -312,8 +312,6 @@ def _ingest_job(
     """Queue a large ingest: the dataset row and a job now (202), the chunks in the
     worker, batch by batch with progress. A client that stops waiting knows what it
     started (the job) and can follow it to the end; nothing is half-reported."""
-    from memory.tasks import knowledge_ingest_job
-
     chunks = sum(len(chunks_of(text)) for text in texts)
     with transaction.atomic():
         dataset, created = _dataset_for(access, name, fields, level=level, engine=engines.BUILTIN)
@@ -336,7 +334,7 @@ def _ingest_job(
                 }
             },
         )
-        enqueue_on_commit(knowledge_ingest_job, str(job.pk))
+        enqueue_on_commit("memory.knowledge_ingest", str(job.pk))
     return IngestOutcome(dataset=dataset, created=created, engine=engines.BUILTIN, chunks=chunks, job=job)
 
 

@@ -18,7 +18,7 @@ def hash_subjects(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0008_add_candidate"),
+        ("governance", "0009_add_job_agent"),
     ]
 
     operations = [
