@@ -113,10 +113,16 @@ else:
     DATABASES = {"default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")}
     EMBEDDED_DATABASE = True
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# A pool bounds the server's connections however many threads serve requests (an
-# ASGI server may run each request in a thread of its own, each with its own
-# connection); requests beyond the pool wait for a connection instead of failing.
-_pool_size = env_int("FEDMEM_DB_POOL_SIZE", 0, minimum=0, maximum=1000)
+# The web server is ASGI: Django runs each request's sync code in a context of its
+# own, so a connection kept for reuse (CONN_MAX_AGE > 0) is never seen again by a
+# later request and stays open until garbage collection; under one sequential
+# client daphne piled up connections until PostgreSQL refused new ones. So every
+# process takes its connections from a bounded pool by default and hands each one
+# back when the request (or task) ends; requests beyond the pool wait instead of
+# failing. FEDMEM_DB_POOL_SIZE=0 turns the pool off (then connections close after
+# each request unless FEDMEM_DB_CONN_MAX_AGE says otherwise, which only a WSGI
+# server should).
+_pool_size = env_int("FEDMEM_DB_POOL_SIZE", 8, minimum=0, maximum=1000)
 if _pool_size:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
@@ -125,7 +131,7 @@ if _pool_size:
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Identity -------------------------------------------------------------------
@@ -371,11 +377,20 @@ FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
 
 # Seconds between retention sweeps (deleting memory past its retention, skipping held).
 FEDMEM_RETENTION_SWEEP_SECONDS = env_int("FEDMEM_RETENTION_SWEEP_SECONDS", 3600, minimum=60, maximum=86400)
+# Extraction left pending this long (its message lost to a restart or an error) is
+# re-queued by a sweep every FEDMEM_EXTRACTION_SWEEP_SECONDS. The bound must exceed
+# the retries' backoff (about a minute), or items still being retried are re-queued.
+FEDMEM_EXTRACTION_STALE_SECONDS = env_int("FEDMEM_EXTRACTION_STALE_SECONDS", 600, minimum=10, maximum=86400)
+FEDMEM_EXTRACTION_SWEEP_SECONDS = env_int("FEDMEM_EXTRACTION_SWEEP_SECONDS", 300, minimum=10, maximum=86400)
 
 CELERY_BEAT_SCHEDULE = {
     "outbox-relay": {"task": "core.outbox_relay", "schedule": 30.0},
     "memory-retention-sweep": {
         "task": "memory.retention_sweep",
         "schedule": float(FEDMEM_RETENTION_SWEEP_SECONDS),
+    },
+    "memory-extraction-sweep": {
+        "task": "memory.extraction_sweep",
+        "schedule": float(FEDMEM_EXTRACTION_SWEEP_SECONDS),
     },
 }
