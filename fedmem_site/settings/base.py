@@ -73,6 +73,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
+    "core.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -153,6 +155,21 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("FEDMEM_SECURE_COOKIES", PRODUCTION)
 SESSION_COOKIE_HTTPONLY = True
+# Console sessions end after this many seconds (default 8 hours, a working day)
+# instead of Django's two weeks; each request within it does not extend it.
+SESSION_COOKIE_AGE = env_int("FEDMEM_SESSION_SECONDS", 8 * 3600, minimum=60, maximum=14 * 86400)
+# ...and when the browser closes, if asked.
+SESSION_EXPIRE_AT_BROWSER_CLOSE = env_bool("FEDMEM_SESSION_EXPIRE_AT_BROWSER_CLOSE", False)
+# Every HTML answer carries this policy (core.middleware). The console uses only its
+# own vendored scripts and stylesheets, no inline code; "off" sends none.
+_CSP_DEFAULT = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+FEDMEM_CSP = env_str("FEDMEM_CSP", _CSP_DEFAULT)
+if FEDMEM_CSP and FEDMEM_CSP.strip().lower() == "off":
+    FEDMEM_CSP = ""
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 # Production assumes HTTPS end to end (TLS at the proxy); probes stay reachable over HTTP.
@@ -192,7 +209,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
