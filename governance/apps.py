@@ -6,7 +6,7 @@ class GovernanceConfig(AppConfig):
     verbose_name = "Governance"
 
     def ready(self) -> None:
-        from governance import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from governance import authentication, schema  # noqa: F401  (login signal receivers; OpenAPI auth extension)
         from governance.services.candidates import erase_subject_candidates
         from governance.services.erasure import register_subject_deleter
 

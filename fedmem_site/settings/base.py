@@ -139,7 +139,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Identity -------------------------------------------------------------------
 AUTH_USER_MODEL = "governance.User"
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend that refuses a locked-out account or address (governance.lockout).
+    "governance.authentication.LockoutModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # No guardian "AnonymousUser" row: anonymous requests never hold object permissions.
@@ -185,8 +186,15 @@ SILENCED_SYSTEM_CHECKS = [
     *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
     *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
 ]
-if env_bool("FEDMEM_BEHIND_PROXY", False):
+FEDMEM_BEHIND_PROXY = env_bool("FEDMEM_BEHIND_PROXY", False)
+if FEDMEM_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Failed console logins and API keys (governance.lockout): once this many fail in
+# the window, the address or account is refused with 429 until the window ends.
+FEDMEM_AUTH_FAILURES_PER_ACCOUNT = env_str("FEDMEM_AUTH_FAILURES_PER_ACCOUNT", "10/15minute")
+FEDMEM_AUTH_FAILURES_PER_ADDRESS = env_str("FEDMEM_AUTH_FAILURES_PER_ADDRESS", "50/15minute")
+parse_rate(FEDMEM_AUTH_FAILURES_PER_ACCOUNT, name="FEDMEM_AUTH_FAILURES_PER_ACCOUNT")
+parse_rate(FEDMEM_AUTH_FAILURES_PER_ADDRESS, name="FEDMEM_AUTH_FAILURES_PER_ADDRESS")
 
 # --- i18n / static --------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
