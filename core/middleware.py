@@ -9,7 +9,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
-from core.errors import error_body
+from core.errors import ErrorCode, error_body
 
 NUL_MESSAGE = "The URL contains a NUL character."
 
@@ -29,7 +29,7 @@ class RejectNulMiddleware:
         raw_query = request.META.get("QUERY_STRING", "")
         if "\x00" in request.path or b"\x00" in unquote_to_bytes(raw_query.replace("+", " ")):
             if request.path.startswith("/v1/") or request.path == "/v1":
-                return JsonResponse(error_body("bad_request", NUL_MESSAGE), status=400)
+                return JsonResponse(error_body(ErrorCode.BAD_REQUEST, NUL_MESSAGE), status=400)
             # Rendered without the request: the session and user are not loaded yet.
             page = render_to_string("errors/error.html", {"status": 400, "message": NUL_MESSAGE})
             return HttpResponseBadRequest(page)
