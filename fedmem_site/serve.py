@@ -31,7 +31,7 @@ def _line_too_long(self: http.HTTPChannel, line: bytes) -> None:
     # Name-mangled private flag: true until the request line has been read.
     first = bool(getattr(self, "_HTTPChannel__first_line", True))
     status, code, message = _TOO_LONG[first]
-    body = json.dumps({"error": {"code": str(code), "message": message, "details": {}}}).encode()
+    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
     self.transport.write(
         b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: "
         + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
