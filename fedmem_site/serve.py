@@ -15,15 +15,11 @@ import json
 
 from twisted.web import http
 
-from core.errors import ErrorCode
-
+# Codes of core.errors.ErrorCode (URI_TOO_LONG, HEADERS_TOO_LARGE), spelled out:
+# this module loads before Django is set up.
 _TOO_LONG = {
-    True: (b"414 URI Too Long", ErrorCode.URI_TOO_LONG, "The request line is too long."),
-    False: (
-        b"431 Request Header Fields Too Large",
-        ErrorCode.HEADERS_TOO_LARGE,
-        "A request header is too long.",
-    ),
+    True: (b"414 URI Too Long", "uri_too_long", "The request line is too long."),
+    False: (b"431 Request Header Fields Too Large", "headers_too_large", "A request header is too long."),
 }
 
 
