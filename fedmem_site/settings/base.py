@@ -41,6 +41,31 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _audit_key() -> str:
+    """The audit chain's HMAC key: never in the database, so database access alone
+    cannot rewrite the trail. FEDMEM_AUDIT_KEY or FEDMEM_AUDIT_KEY_FILE; generated
+    into the data folder outside production."""
+    configured = env_str("FEDMEM_AUDIT_KEY")
+    if configured:
+        if len(configured) < 32:
+            raise ImproperlyConfigured("FEDMEM_AUDIT_KEY must be at least 32 characters")
+        return configured
+    if PRODUCTION:
+        raise ImproperlyConfigured("FEDMEM_AUDIT_KEY (or FEDMEM_AUDIT_KEY_FILE) must be set in production")
+    path = DATA_DIR / "audit_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
+
+
+FEDMEM_AUDIT_KEY = _audit_key()
+# Signed chain heads are appended here (one JSON line per export and chain); keep it
+# off the database host, or copy it elsewhere, for the anchors to mean something.
+FEDMEM_AUDIT_ANCHOR_DIR = env_str("FEDMEM_AUDIT_ANCHOR_DIR", str(DATA_DIR / "audit-anchors"))
+FEDMEM_AUDIT_ANCHOR_SECONDS = env_int("FEDMEM_AUDIT_ANCHOR_SECONDS", 3600, minimum=60, maximum=86400)
 DEBUG = env_bool("FEDMEM_DEBUG", False)
 ALLOWED_HOSTS = env_list(
     "FEDMEM_ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
@@ -413,6 +438,10 @@ CELERY_BEAT_SCHEDULE = {
     "memory-retention-sweep": {
         "task": "memory.retention_sweep",
         "schedule": float(FEDMEM_RETENTION_SWEEP_SECONDS),
+    },
+    "audit-anchor-export": {
+        "task": "governance.audit_anchor_export",
+        "schedule": float(FEDMEM_AUDIT_ANCHOR_SECONDS),
     },
     "memory-extraction-sweep": {
         "task": "memory.extraction_sweep",
