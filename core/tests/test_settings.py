@@ -39,7 +39,15 @@ def start(**env: str) -> subprocess.CompletedProcess:
         ({"FEDMEM_SESSION_SECONDS": "5"}, "FEDMEM_SESSION_SECONDS=5 is below the minimum"),
         ({"FEDMEM_DB_POOL_SIZE": "many"}, "FEDMEM_DB_POOL_SIZE='many'"),
         ({"FEDMEM_ENV": "production"}, "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set"),
-        ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60}, "FEDMEM_ALLOWED_HOSTS must list"),
+        (
+            {"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60},
+            "FEDMEM_AUDIT_KEY (or FEDMEM_AUDIT_KEY_FILE)",
+        ),
+        (
+            {"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60, "FEDMEM_AUDIT_KEY": "a" * 40},
+            "FEDMEM_ALLOWED_HOSTS must list",
+        ),
+        ({"FEDMEM_AUDIT_KEY": "short"}, "FEDMEM_AUDIT_KEY must be at least 32 characters"),
         ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "short"}, "at least 50 characters"),
         ({"DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL must be a postgres"),
     ],
@@ -54,6 +62,7 @@ def test_production_settings_load_with_what_they_require():
     result = start(
         FEDMEM_ENV="production",
         FEDMEM_SECRET_KEY="k" * 64,
+        FEDMEM_AUDIT_KEY="a" * 48,
         FEDMEM_ALLOWED_HOSTS="fedmem.example",
         DATABASE_URL="postgres://nobody@127.0.0.1:1/none",  # never connected to by setup()
     )
@@ -95,6 +104,7 @@ def test_check_deploy_is_clean_with_production_settings():
         DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
         FEDMEM_ENV="production",
         FEDMEM_SECRET_KEY=secrets.token_urlsafe(64),
+        FEDMEM_AUDIT_KEY=secrets.token_urlsafe(48),
         FEDMEM_ALLOWED_HOSTS="fedmem.example",
     )
     result = subprocess.run(
