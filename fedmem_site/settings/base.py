@@ -271,7 +271,7 @@ SPECTACULAR_SETTINGS = {
         "ErasureScopeEnum": "governance.models.erasure.ErasureRequest.Scope",
         "LegalHoldTargetEnum": "governance.models.holds.LegalHold.Target",
         "PolicyEngineEnum": "governance.models.policies.AgentPolicyVersion.Engine",
-        "AnswerModeEnum": "memory.api.knowledge.ANSWER_MODES",
+        "AnswerModeEnum": "memory.knowledge_serializers.ANSWER_MODES",
         "RecallModeEnum": ["hybrid", "graph"],
     },
 }
