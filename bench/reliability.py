@@ -291,14 +291,25 @@ def main() -> int:
         try:
             figures = sequential(server, key, args.requests)
             print(json.dumps({"sequential": figures}, indent=2))
-            grew = int(figures["connections_after"]) > int(figures["connections_before"]) + 2
+            # A few connections may open after the first request (the worker's, the pool
+            # filling to serve the probe); growth beyond that is a leak.
+            allowed = int(figures["connections_before"]) + 4
+            grew = max(int(figures["connections_after"]), int(figures["connections_peak"])) > allowed
             broken |= bool(figures["errors"]) or grew
-            if not args.no_drill:
-                drill = restart_drill(server, key)
-                print(json.dumps({"restart_drill": drill}, indent=2))
-                broken |= bool(drill["pending_after_restart"])
         finally:
             server.stop()
+        if not args.no_drill:
+            # A server of its own: the load's extraction backlog would only measure
+            # the worker's throughput.
+            drill_dir = data_dir / "drill"
+            drill_dir.mkdir(parents=True, exist_ok=True)
+            server = Server(drill_dir, free_port(), server.extra_env)
+            try:
+                drill = restart_drill(server, demo_key(server.start()))
+            finally:
+                server.stop()
+            print(json.dumps({"restart_drill": drill}, indent=2))
+            broken |= bool(drill["pending_after_restart"])
     print("FAILED" if broken else "OK")
     return 1 if broken else 0
 
