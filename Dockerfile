@@ -30,4 +30,4 @@ RUN DATABASE_URL=postgres://build/none FEDMEM_SECRET_KEY=collectstatic-only \
 USER fedmem
 EXPOSE 8000
 ENV FEDMEM_ENV=production
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "fedmem_site.asgi:application"]
+CMD ["python", "-m", "fedmem_site.serve", "-b", "0.0.0.0", "-p", "8000", "fedmem_site.asgi:application"]

@@ -44,6 +44,18 @@ def pytest_sessionstart(session) -> None:
         pass  # not allowed to list or drop: leave it to the operator
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Counters in the in-process cache (rate limits, failed-login lockouts) start at
+    zero in every test: all test requests come from one address."""
+    yield
+    from django.conf import settings
+    from django.core.cache import cache
+
+    if settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        cache.clear()
+
+
 @dataclass
 class World:
     tenant: Tenant

@@ -104,15 +104,20 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 
 
-def parse_rate(rate: str | None) -> tuple[int, int] | None:
-    """'600/minute' → (600, 60); None, '' or 'off' → no limit."""
+def parse_rate(rate: str | None, *, name: str = "FEDMEM_API_RATE_LIMIT") -> tuple[int, int] | None:
+    """'600/minute' → (600, 60); '10/15minute' → (10, 900); None, '' or 'off' → no limit."""
     if rate is None or rate.strip().lower() in {"", "off", "0"}:
         return None
     try:
         count, _, period = rate.strip().partition("/")
-        return int(count), PERIODS[period.strip().lower()]
+        period = period.strip().lower()
+        digits = period[: len(period) - len(period.lstrip("0123456789"))]
+        multiple = int(digits) if digits else 1
+        if multiple < 1:
+            raise ValueError(period)
+        return int(count), multiple * PERIODS[period[len(digits) :]]
     except (ValueError, KeyError) as exc:
         raise ImproperlyConfigured(
-            f"FEDMEM_API_RATE_LIMIT={rate!r} must look like '600/minute' "
+            f"{name}={rate!r} must look like '600/minute' or '10/15minute' "
             "(periods: second, minute, hour) or 'off'"
         ) from exc

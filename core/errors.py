@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -90,6 +91,10 @@ class ErrorCode(StrEnum):
     SYNTHESIZER_NOT_FOUND = "synthesizer_not_found"
     TOO_MANY_KEYS = "too_many_keys"
     TWO_PERSON_RULE = "two_person_rule"
+    INVALID_CURSOR = "invalid_cursor"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    URI_TOO_LONG = "uri_too_long"  # answered by fedmem_site.serve, before Django
+    HEADERS_TOO_LARGE = "headers_too_large"  # likewise
 
 
 class ApiError(Exception):
@@ -303,6 +308,17 @@ class NoTenant(Forbidden):
     code = ErrorCode.NO_TENANT
 
 
+class InvalidCursor(InvalidInput):
+    code = ErrorCode.INVALID_CURSOR
+    message = "The cursor is not one this list handed out; start again without it."
+
+
+class PayloadTooLarge(ApiError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    code = ErrorCode.PAYLOAD_TOO_LARGE
+    message = "The request body is larger than the server accepts."
+
+
 class NotAMember(InvalidInput):
     code = ErrorCode.NOT_A_MEMBER
 
@@ -356,6 +372,10 @@ def drf_error_code(exc: exceptions.APIException) -> ErrorCode:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
+    elif isinstance(exc, SuspiciousOperation):  # too many fields, a bad header, ...
+        exc = ApiError("Bad request.")
     if isinstance(exc, ApiError):
         set_rollback()
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status_code)

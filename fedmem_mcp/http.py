@@ -26,7 +26,7 @@ from rest_framework import exceptions
 
 from core.errors import error_body
 from fedmem_mcp.server import build_server, release_connections
-from governance.authentication import BearerKeyAuthentication, resolve_key
+from governance.authentication import BearerKeyAuthentication, authenticate_bearer
 from governance.permissions import AgentPrincipal
 
 PATH = "/mcp"
@@ -37,10 +37,10 @@ def is_mcp_path(path: str) -> bool:
     return path == PATH or path == PATH + "/"
 
 
-def authenticate_key(raw: str) -> tuple[Any, Any]:
+def authenticate_key(raw: str, address: str = "unknown") -> tuple[Any, Any]:
     release_connections()
     try:
-        key = resolve_key(raw)
+        key = authenticate_bearer(raw, address=address)
         principal = AgentPrincipal(key.agent, key) if key.agent_id else key.user
         return principal, key
     finally:
@@ -151,7 +151,12 @@ class McpApp:
             await _send_json(send, 401, body, challenge)
             return
         try:
-            caller = await sync_to_async(authenticate_key, thread_sensitive=True)(raw)
+            client = scope.get("client") or ("unknown", 0)
+            caller = await sync_to_async(authenticate_key, thread_sensitive=True)(raw, str(client[0]))
+        except exceptions.Throttled as exc:
+            wait = [(b"retry-after", str(int(exc.wait or 1)).encode())]
+            await _send_json(send, 429, error_body("rate_limited", str(exc.detail)), wait)
+            return
         except exceptions.AuthenticationFailed as exc:
             await _send_json(send, 401, error_body("authentication_failed", str(exc.detail)), challenge)
             return

@@ -7,7 +7,11 @@ class GovernanceConfig(AppConfig):
 
     def ready(self) -> None:
         from core.demo import register_demo_seeder
-        from governance import authz, schema  # noqa: F401  (restrict() gates, OpenAPI auth extension)
+        from governance import (  # noqa: F401  (restrict() gates, login signal receivers, OpenAPI auth extension)
+            authentication,
+            authz,
+            schema,
+        )
         from governance.services.candidates import erase_subject_candidates
         from governance.services.demo import demo_seed
         from governance.services.erasure import register_subject_deleter

@@ -7,11 +7,18 @@ import hmac
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.core.exceptions import PermissionDenied
+from django.dispatch import receiver
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from governance.lockout import client_address, lockout_check, lockout_record_failure, lockout_reset
 from governance.models import ApiKey
 from governance.principals import AgentPrincipal, bind_to_tenant
+
+LOCKED_OUT = "Too many failed attempts; try again later."
 
 KEY_PREFIX = "fm_"
 # last_used_at is a hint, not an audit record: write it at most once a minute per key.
@@ -56,6 +63,48 @@ def resolve_key(raw: str) -> ApiKey:
     return key
 
 
+def authenticate_bearer(raw: str, *, address: str) -> ApiKey:
+    """:func:`resolve_key` behind the brute-force limit of ``address`` and the key's
+    prefix: raises Throttled (429, with the wait) while either is locked out, and
+    counts every failure."""
+    prefix = split_key(raw)
+    locked = lockout_check(address=address, account=f"key:{prefix}" if prefix else None)
+    if locked is not None:
+        raise exceptions.Throttled(wait=locked.retry_after, detail=LOCKED_OUT)
+    try:
+        return resolve_key(raw)
+    except exceptions.AuthenticationFailed:
+        lockout_record_failure(
+            address=address, account=f"key:{prefix}" if prefix else None, channel="api_key"
+        )
+        raise
+
+
+class LockoutModelBackend(ModelBackend):
+    """Passwords (console and Django admin) are not even checked while locked out."""
+
+    def authenticate(self, request: Any, username: str | None = None, password: str | None = None, **kw: Any):  # type: ignore[no-untyped-def]
+        if (
+            request is not None
+            and lockout_check(address=client_address(request), account=username) is not None
+        ):
+            raise PermissionDenied(LOCKED_OUT)  # stops authenticate(); counted as a failure
+        return super().authenticate(request, username=username, password=password, **kw)
+
+
+@receiver(user_login_failed, dispatch_uid="fedmem-lockout-count")
+def _count_login_failure(sender: Any, credentials: dict[str, Any], request: Any = None, **kw: Any) -> None:
+    if request is not None:
+        lockout_record_failure(
+            address=client_address(request), account=credentials.get("username"), channel="console"
+        )
+
+
+@receiver(user_logged_in, dispatch_uid="fedmem-lockout-reset")
+def _reset_on_login(sender: Any, request: Any, user: Any, **kw: Any) -> None:
+    lockout_reset(account=user.get_username())
+
+
 class BearerKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -69,7 +118,7 @@ class BearerKeyAuthentication(authentication.BaseAuthentication):
         raw = raw.strip()
         if not raw or " " in raw:
             raise exceptions.AuthenticationFailed("Invalid Authorization header; use 'Bearer <key>'.")
-        key = resolve_key(raw)
+        key = authenticate_bearer(raw, address=client_address(request))
         request._request.tenant = key.tenant
         if key.agent_id:
             return AgentPrincipal(key.agent, key), key  # type: ignore[arg-type]

@@ -138,8 +138,11 @@ def _choices(key: str, value: Any, allowed: list[str]) -> tuple[str, ...]:
 
 
 def _strings(key: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and 0 < len(v) <= 128 for v in value):
-        raise PolicyError(key, "must be a list of non-empty strings (at most 128 characters each)")
+    # No NUL: PostgreSQL's jsonb cannot store one (it failed as a 500 on save).
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and 0 < len(v) <= 128 and "\x00" not in v for v in value
+    ):
+        raise PolicyError(key, "must be a list of non-empty strings (at most 128 characters each, no NUL)")
     if len(value) > 200:
         raise PolicyError(key, "at most 200 entries")
     return tuple(dict.fromkeys(value))

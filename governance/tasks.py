@@ -23,3 +23,11 @@ def run_self_check(job_id: str) -> None:
 @shared_task(name="governance.run_erasure", acks_late=True)
 def run_erasure(request_id: str) -> None:
     erasure_run(request_id=request_id)
+
+
+@shared_task(name="governance.audit_anchor_export", acks_late=True, ignore_result=True)
+def audit_anchor_export() -> int:
+    """Beat: export each audit chain's signed head outside the database."""
+    from governance.services.audit import audit_anchor_export as export
+
+    return export()

@@ -22,6 +22,7 @@ from governance import authz
 from governance.authz import Capability
 from governance.filtersets import AuditEventFilterSet
 from governance.forms import AgentForm, KeyForm
+from governance.lockout import client_address, lockout_check
 from governance.middleware import SESSION_KEY
 from governance.models.agents import AgentPermission
 from governance.selectors import (
@@ -41,6 +42,18 @@ from governance.services.audit import audit_verify
 class LoginView(auth_views.LoginView):
     template_name = "governance/login.html"
     redirect_authenticated_user = True
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # While locked out the password is not even checked (the backend refuses too,
+        # for the admin's login): 429 with the wait, the form shown again.
+        locked = lockout_check(address=client_address(request), account=request.POST.get("username") or None)
+        if locked is None:
+            return super().post(request, *args, **kwargs)
+        message = f"Too many failed attempts; try again in {locked.retry_after} seconds."
+        form = self.get_form_class()(request, initial={"username": request.POST.get("username", "")})
+        response = self.render_to_response(self.get_context_data(form=form, lockout=message), status=429)
+        response["Retry-After"] = str(locked.retry_after)
+        return response
 
 
 class LogoutView(auth_views.LogoutView):

@@ -1,9 +1,12 @@
 """Read-only admin views of memory: changes and deletions go through the memory
-services, which enforce policy and legal holds and write history."""
+services, which enforce policy and legal holds and write history. What end users
+said (content, session messages, history text, extracted spans, subject keys)
+never shows here: the admin sits outside the tenant gate, and memory is read
+through the API or the console, where policy and tenancy apply."""
 
 from django.contrib import admin
 
-from core.admin import ReadOnlyModelAdmin
+from core.admin import ContentHiddenAdmin, ReadOnlyModelAdmin
 from memory.models import (
     CausalEdge,
     ContradictionDecision,
@@ -20,9 +23,18 @@ from memory.models import (
 
 
 @admin.register(MemoryItem)
-class MemoryItemAdmin(ReadOnlyModelAdmin):
-    list_display = [
+class MemoryItemAdmin(ContentHiddenAdmin):
+    hidden_fields = (
         "content",
+        "embedding",
+        "search_vector",
+        "user_id",
+        "session_id",
+        "metadata",
+        "provenance",
+    )
+    list_display = [
+        "id",
         "agent",
         "scope",
         "kind",
@@ -32,61 +44,63 @@ class MemoryItemAdmin(ReadOnlyModelAdmin):
         "created_at",
     ]
     list_filter = ["scope", "kind", "classification", "personal_data", "legal_hold", "tenant"]
-    search_fields = ["content", "user_id", "session_id"]
-    exclude = ["embedding"]
 
 
 @admin.register(MemoryHistory)
-class MemoryHistoryAdmin(ReadOnlyModelAdmin):
+class MemoryHistoryAdmin(ContentHiddenAdmin):
+    hidden_fields = ("old_content", "new_content", "details")
     list_display = ["item_id", "event", "actor_type", "actor_id", "created_at"]
     list_filter = ["event", "actor_type"]
 
 
 @admin.register(SessionMessage)
-class SessionMessageAdmin(ReadOnlyModelAdmin):
-    list_display = ["session_id", "agent", "role", "content", "created_at"]
-    search_fields = ["session_id", "content"]
+class SessionMessageAdmin(ContentHiddenAdmin):
+    hidden_fields = ("content", "session_id", "user_id", "metadata", "embedding")
+    list_display = ["id", "agent", "role", "created_at"]
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(ReadOnlyModelAdmin):
+class IdempotencyRecordAdmin(ContentHiddenAdmin):
+    hidden_fields = ("result",)  # the stored answer repeats the written content
     list_display = ["agent", "endpoint", "key", "status_code", "created_at"]
 
 
 @admin.register(Entity)
-class EntityAdmin(ReadOnlyModelAdmin):
-    list_display = ["name", "label", "tenant", "created_at"]
-    search_fields = ["normalized"]
-    exclude = ["embedding"]
+class EntityAdmin(ContentHiddenAdmin):
+    # Entity names are spans of what users said (people, places, account names).
+    hidden_fields = ("name", "normalized", "aliases", "embedding")
+    list_display = ["id", "label", "tenant", "created_at"]
 
 
 @admin.register(Mention)
-class MentionAdmin(ReadOnlyModelAdmin):
-    list_display = ["entity", "item", "text"]
+class MentionAdmin(ContentHiddenAdmin):
+    hidden_fields = ("text",)
+    list_display = ["id", "entity_id", "item_id"]
 
 
 @admin.register(CausalEdge)
-class CausalEdgeAdmin(ReadOnlyModelAdmin):
-    list_display = ["cause", "effect", "cue", "item", "created_at"]
+class CausalEdgeAdmin(ContentHiddenAdmin):
+    hidden_fields = ("cause", "effect", "cause_embedding", "effect_embedding", "cause_terms", "effect_terms")
+    list_display = ["id", "cue", "item_id", "created_at"]
     list_filter = ["cue", "extractor"]
-    exclude = ["cause_embedding", "effect_embedding"]
 
 
 @admin.register(SpanLink)
 class SpanLinkAdmin(ReadOnlyModelAdmin):
-    list_display = ["source", "target", "method", "score"]
+    list_display = ["source_id", "target_id", "method", "score"]
     list_filter = ["method"]
 
 
 @admin.register(ContradictionDecision)
-class ContradictionDecisionAdmin(ReadOnlyModelAdmin):
-    list_display = ["new_item", "old_item", "resolver", "status", "created_at", "undone_at"]
+class ContradictionDecisionAdmin(ContentHiddenAdmin):
+    hidden_fields = ("details",)
+    list_display = ["new_item_id", "old_item_id", "resolver", "status", "created_at", "undone_at"]
     list_filter = ["resolver", "status"]
 
 
 @admin.register(Supersession)
 class SupersessionAdmin(ReadOnlyModelAdmin):
-    list_display = ["old_item", "new_item", "reason", "created_at", "reverted_at"]
+    list_display = ["old_item_id", "new_item_id", "reason", "created_at", "reverted_at"]
 
 
 @admin.register(Dataset)

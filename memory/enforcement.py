@@ -21,7 +21,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from core.errors import ErrorCode, Forbidden
+from core.errors import ErrorCode, Forbidden, InvalidInput
 from core.vocabulary import AGENT_OWNED_SCOPES, Classification, Scope
 from governance.models import Agent
 from governance.models.agents import AgentPermission
@@ -272,11 +272,24 @@ def visible_q(
         q &= _current_q(at, include_superseded=include_superseded)
     by_scope = [part for part in (_scope_q(access, scope, keys) for scope in scopes) if part is not None]
     if not by_scope:
-        return Q(pk__in=[])
+        if keys.narrow:
+            # Every scope asked for needs a key the request lacks: a client mistake,
+            # not an empty memory (and a raw statement cannot compile an empty IN).
+            raise _missing_keys(scopes)
+        return Q(pk__isnull=True)
     either = by_scope[0]
     for part in by_scope[1:]:
         either |= part
     return q & either
+
+
+def _missing_keys(scopes: tuple[str, ...]) -> InvalidInput:
+    fields: dict[str, list[str]] = {}
+    if Scope.SESSION in scopes:
+        fields["session_id"] = ["Required when scopes name session memory and nothing else readable."]
+    if Scope.USER in scopes:
+        fields["user_id"] = ["Required when scopes name user memory and nothing else readable."]
+    return InvalidInput(f"Invalid input: {', '.join(sorted(fields))}.", details={"fields": fields})
 
 
 def modifiable_q(access: MemoryAccess) -> Q:

@@ -24,7 +24,9 @@ SLICE_SECONDS = 2.0
     max_retries=MAX_RETRIES,
     acks_late=True,
 )
-def extract_items(self: Any, item_ids: list[str], slice_seconds: float = SLICE_SECONDS) -> None:
+def extract_items(
+    self: Any, item_ids: list[str], slice_seconds: float = SLICE_SECONDS, only_pending: bool = False
+) -> None:
     """Extract entities and causal edges of freshly written items.
 
     Idempotent (each run replaces the item's derived rows), so at-least-once
@@ -37,12 +39,16 @@ def extract_items(self: Any, item_ids: list[str], slice_seconds: float = SLICE_S
 
     failed: list[str] = []
     last_error: Exception | None = None
+    if only_pending:  # a sweep's re-queue: what settled meanwhile is not extracted again
+        pending = MemoryItem.objects.filter(pk__in=item_ids, extraction_status=MemoryItem.Extraction.PENDING)
+        still = {str(pk) for pk in pending.values_list("pk", flat=True)}
+        item_ids = [pk for pk in item_ids if pk in still]
     began = time.monotonic()
     for index, item_id in enumerate(item_ids):
         if index and time.monotonic() - began > slice_seconds:
             # Through the outbox: if publishing fails now, the relay sends it later.
             with transaction.atomic():
-                enqueue_on_commit(extract_items, item_ids[index:])
+                enqueue_on_commit(extract_items, item_ids[index:], only_pending=only_pending)
             break
         try:
             extract_item(item_id)
@@ -53,7 +59,12 @@ def extract_items(self: Any, item_ids: list[str], slice_seconds: float = SLICE_S
             failed.append(item_id)
             last_error = exc
     if failed and last_error is not None and self.request.retries < MAX_RETRIES:
-        raise self.retry(args=[failed], exc=last_error, countdown=min(2 ** (self.request.retries + 1), 300))
+        raise self.retry(
+            args=[failed],
+            kwargs={"only_pending": only_pending},
+            exc=last_error,
+            countdown=min(2 ** (self.request.retries + 1), 300),
+        )
 
 
 @shared_task(name="memory.retention_sweep", acks_late=True)
@@ -62,6 +73,18 @@ def retention_sweep() -> dict[str, int]:
 
     report = sweep()
     return {"deleted": report.deleted, "kept_held": report.kept_held}
+
+
+@shared_task(name="memory.extraction_sweep", acks_late=True, ignore_result=True)
+def extraction_sweep() -> int:
+    """Beat: re-queue extraction left pending past FEDMEM_EXTRACTION_STALE_SECONDS."""
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from memory.services.backfill import extraction_sweep as sweep
+
+    return sweep(stale_after=timedelta(seconds=settings.FEDMEM_EXTRACTION_STALE_SECONDS))
 
 
 @shared_task(name="memory.knowledge_graph_build", acks_late=True, ignore_result=True)

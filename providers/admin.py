@@ -1,11 +1,13 @@
 """Django admin for engine instances and tenant credential references.
 
 The admin shows references (``env://…``, ``openbao://…``), never resolved values:
-no secret is ever stored. Prefer the API, which validates and audits changes.
+no secret is ever stored. Prefer the API, which validates them; changes made here
+are audited too (which fields changed, never their values).
 """
 
 from django.contrib import admin
 
+from core.admin import AuditedModelAdmin
 from providers.models import EngineInstance, TenantEngineCredential
 
 
@@ -17,7 +19,7 @@ class TenantEngineCredentialInline(admin.TabularInline):
 
 
 @admin.register(EngineInstance)
-class EngineInstanceAdmin(admin.ModelAdmin):
+class EngineInstanceAdmin(AuditedModelAdmin):
     list_display = ["id", "provider", "base_url", "tenant", "access_control", "timeout_seconds"]
     list_filter = ["provider", "access_control", "allow_development_hosts"]
     search_fields = ["id", "base_url"]

@@ -31,10 +31,23 @@ def start(**env: str) -> subprocess.CompletedProcess:
     [
         ({"FEDMEM_ENV": "staging"}, "FEDMEM_ENV='staging' must be one of"),
         ({"FEDMEM_DEBUG": "perhaps"}, "FEDMEM_DEBUG='perhaps' is not a boolean"),
-        ({"FEDMEM_DB_CONN_MAX_AGE": "-1"}, "FEDMEM_DB_CONN_MAX_AGE=-1 is below the minimum"),
+        ({"FEDMEM_DB_POOL_SIZE": "0", "FEDMEM_DB_CONN_MAX_AGE": "-1"}, "FEDMEM_DB_CONN_MAX_AGE=-1 is below"),
+        (
+            {"FEDMEM_AUTH_FAILURES_PER_ACCOUNT": "ten"},
+            "FEDMEM_AUTH_FAILURES_PER_ACCOUNT='ten' must look like",
+        ),
+        ({"FEDMEM_SESSION_SECONDS": "5"}, "FEDMEM_SESSION_SECONDS=5 is below the minimum"),
         ({"FEDMEM_DB_POOL_SIZE": "many"}, "FEDMEM_DB_POOL_SIZE='many'"),
         ({"FEDMEM_ENV": "production"}, "FEDMEM_SECRET_KEY (or FEDMEM_SECRET_KEY_FILE) must be set"),
-        ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60}, "FEDMEM_ALLOWED_HOSTS must list"),
+        (
+            {"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60},
+            "FEDMEM_AUDIT_KEY (or FEDMEM_AUDIT_KEY_FILE)",
+        ),
+        (
+            {"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "x" * 60, "FEDMEM_AUDIT_KEY": "a" * 40},
+            "FEDMEM_ALLOWED_HOSTS must list",
+        ),
+        ({"FEDMEM_AUDIT_KEY": "short"}, "FEDMEM_AUDIT_KEY must be at least 32 characters"),
         ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "short"}, "at least 50 characters"),
         ({"DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL must be a postgres"),
     ],
@@ -49,28 +62,40 @@ def test_production_settings_load_with_what_they_require():
     result = start(
         FEDMEM_ENV="production",
         FEDMEM_SECRET_KEY="k" * 64,
+        FEDMEM_AUDIT_KEY="a" * 48,
         FEDMEM_ALLOWED_HOSTS="fedmem.example",
         DATABASE_URL="postgres://nobody@127.0.0.1:1/none",  # never connected to by setup()
     )
     assert result.returncode == 0, result.stderr
 
 
-def test_a_pool_size_turns_on_psycopg_pooling_without_persistent_connections():
+def _database_settings(**extra: str) -> list[str]:
     code = (
         "import django; django.setup(); from django.conf import settings as s;"
-        "d = s.DATABASES['default']; print(d['OPTIONS']['pool']['max_size'], d['CONN_MAX_AGE'])"
+        "d = s.DATABASES['default']; print(d.get('OPTIONS', {}).get('pool', {}).get('max_size', 'off'), "
+        "d['CONN_MAX_AGE'])"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
     env.update(
         DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
         DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
-        FEDMEM_DB_POOL_SIZE="12",
+        **extra,
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["12", "0"]
+    return result.stdout.split()
+
+
+def test_a_pool_size_turns_on_psycopg_pooling_without_persistent_connections():
+    assert _database_settings(FEDMEM_DB_POOL_SIZE="12") == ["12", "0"]
+
+
+def test_by_default_connections_come_from_a_pool_and_none_is_kept_per_request():
+    # Under ASGI a kept connection is never reused by the next request; it leaks.
+    assert _database_settings() == ["8", "0"]
+    assert _database_settings(FEDMEM_DB_POOL_SIZE="0") == ["off", "0"]
 
 
 def test_check_deploy_is_clean_with_production_settings():
@@ -79,6 +104,7 @@ def test_check_deploy_is_clean_with_production_settings():
         DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
         FEDMEM_ENV="production",
         FEDMEM_SECRET_KEY=secrets.token_urlsafe(64),
+        FEDMEM_AUDIT_KEY=secrets.token_urlsafe(48),
         FEDMEM_ALLOWED_HOSTS="fedmem.example",
     )
     result = subprocess.run(

@@ -41,6 +41,31 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _audit_key() -> str:
+    """The audit chain's HMAC key: never in the database, so database access alone
+    cannot rewrite the trail. FEDMEM_AUDIT_KEY or FEDMEM_AUDIT_KEY_FILE; generated
+    into the data folder outside production."""
+    configured = env_str("FEDMEM_AUDIT_KEY")
+    if configured:
+        if len(configured) < 32:
+            raise ImproperlyConfigured("FEDMEM_AUDIT_KEY must be at least 32 characters")
+        return configured
+    if PRODUCTION:
+        raise ImproperlyConfigured("FEDMEM_AUDIT_KEY (or FEDMEM_AUDIT_KEY_FILE) must be set in production")
+    path = DATA_DIR / "audit_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
+        path.chmod(0o600)
+    return path.read_text(encoding="utf-8").strip()
+
+
+FEDMEM_AUDIT_KEY = _audit_key()
+# Signed chain heads are appended here (one JSON line per export and chain); keep it
+# off the database host, or copy it elsewhere, for the anchors to mean something.
+FEDMEM_AUDIT_ANCHOR_DIR = env_str("FEDMEM_AUDIT_ANCHOR_DIR", str(DATA_DIR / "audit-anchors"))
+FEDMEM_AUDIT_ANCHOR_SECONDS = env_int("FEDMEM_AUDIT_ANCHOR_SECONDS", 3600, minimum=60, maximum=86400)
 DEBUG = env_bool("FEDMEM_DEBUG", False)
 ALLOWED_HOSTS = env_list(
     "FEDMEM_ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "[::1]", "testserver"]
@@ -73,6 +98,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
+    "core.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -113,10 +140,16 @@ else:
     DATABASES = {"default": embedded_database(DATA_DIR, env_str("FEDMEM_DB_NAME", "fedmem") or "fedmem")}
     EMBEDDED_DATABASE = True
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# A pool bounds the server's connections however many threads serve requests (an
-# ASGI server may run each request in a thread of its own, each with its own
-# connection); requests beyond the pool wait for a connection instead of failing.
-_pool_size = env_int("FEDMEM_DB_POOL_SIZE", 0, minimum=0, maximum=1000)
+# The web server is ASGI: Django runs each request's sync code in a context of its
+# own, so a connection kept for reuse (CONN_MAX_AGE > 0) is never seen again by a
+# later request and stays open until garbage collection; under one sequential
+# client daphne piled up connections until PostgreSQL refused new ones. So every
+# process takes its connections from a bounded pool by default and hands each one
+# back when the request (or task) ends; requests beyond the pool wait instead of
+# failing. FEDMEM_DB_POOL_SIZE=0 turns the pool off (then connections close after
+# each request unless FEDMEM_DB_CONN_MAX_AGE says otherwise, which only a WSGI
+# server should).
+_pool_size = env_int("FEDMEM_DB_POOL_SIZE", 8, minimum=0, maximum=1000)
 if _pool_size:
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
@@ -125,13 +158,14 @@ if _pool_size:
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Identity -------------------------------------------------------------------
 AUTH_USER_MODEL = "governance.User"
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend that refuses a locked-out account or address (governance.lockout).
+    "governance.authentication.LockoutModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 # No guardian "AnonymousUser" row: anonymous requests never hold object permissions.
@@ -147,6 +181,21 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("FEDMEM_SECURE_COOKIES", PRODUCTION)
 SESSION_COOKIE_HTTPONLY = True
+# Console sessions end after this many seconds (default 8 hours, a working day)
+# instead of Django's two weeks; each request within it does not extend it.
+SESSION_COOKIE_AGE = env_int("FEDMEM_SESSION_SECONDS", 8 * 3600, minimum=60, maximum=14 * 86400)
+# ...and when the browser closes, if asked.
+SESSION_EXPIRE_AT_BROWSER_CLOSE = env_bool("FEDMEM_SESSION_EXPIRE_AT_BROWSER_CLOSE", False)
+# Every HTML answer carries this policy (core.middleware). The console uses only its
+# own vendored scripts and stylesheets, no inline code; "off" sends none.
+_CSP_DEFAULT = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+FEDMEM_CSP = env_str("FEDMEM_CSP", _CSP_DEFAULT)
+if FEDMEM_CSP and FEDMEM_CSP.strip().lower() == "off":
+    FEDMEM_CSP = ""
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 # Production assumes HTTPS end to end (TLS at the proxy); probes stay reachable over HTTP.
@@ -162,8 +211,15 @@ SILENCED_SYSTEM_CHECKS = [
     *([] if SECURE_HSTS_INCLUDE_SUBDOMAINS else ["security.W005"]),
     *([] if SECURE_HSTS_PRELOAD else ["security.W021"]),
 ]
-if env_bool("FEDMEM_BEHIND_PROXY", False):
+FEDMEM_BEHIND_PROXY = env_bool("FEDMEM_BEHIND_PROXY", False)
+if FEDMEM_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Failed console logins and API keys (governance.lockout): once this many fail in
+# the window, the address or account is refused with 429 until the window ends.
+FEDMEM_AUTH_FAILURES_PER_ACCOUNT = env_str("FEDMEM_AUTH_FAILURES_PER_ACCOUNT", "10/15minute")
+FEDMEM_AUTH_FAILURES_PER_ADDRESS = env_str("FEDMEM_AUTH_FAILURES_PER_ADDRESS", "50/15minute")
+parse_rate(FEDMEM_AUTH_FAILURES_PER_ACCOUNT, name="FEDMEM_AUTH_FAILURES_PER_ACCOUNT")
+parse_rate(FEDMEM_AUTH_FAILURES_PER_ADDRESS, name="FEDMEM_AUTH_FAILURES_PER_ADDRESS")
 
 # --- i18n / static --------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -186,7 +242,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
@@ -215,7 +271,7 @@ SPECTACULAR_SETTINGS = {
         "ErasureScopeEnum": "governance.models.erasure.ErasureRequest.Scope",
         "LegalHoldTargetEnum": "governance.models.holds.LegalHold.Target",
         "PolicyEngineEnum": "governance.models.policies.AgentPolicyVersion.Engine",
-        "AnswerModeEnum": "memory.api.knowledge.ANSWER_MODES",
+        "AnswerModeEnum": "memory.knowledge_serializers.ANSWER_MODES",
         "RecallModeEnum": ["hybrid", "graph"],
     },
 }
@@ -374,6 +430,11 @@ FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
 
 # Seconds between retention sweeps (deleting memory past its retention, skipping held).
 FEDMEM_RETENTION_SWEEP_SECONDS = env_int("FEDMEM_RETENTION_SWEEP_SECONDS", 3600, minimum=60, maximum=86400)
+# Extraction left pending this long (its message lost to a restart or an error) is
+# re-queued by a sweep every FEDMEM_EXTRACTION_SWEEP_SECONDS. The bound must exceed
+# the retries' backoff (about a minute), or items still being retried are re-queued.
+FEDMEM_EXTRACTION_STALE_SECONDS = env_int("FEDMEM_EXTRACTION_STALE_SECONDS", 600, minimum=10, maximum=86400)
+FEDMEM_EXTRACTION_SWEEP_SECONDS = env_int("FEDMEM_EXTRACTION_SWEEP_SECONDS", 300, minimum=10, maximum=86400)
 
 # Queued provider writes (Mem0 events, Zep tasks, Cognee runs): how often the beat asks
 # the providers about those due, and after how many checks a write is given up.
@@ -391,5 +452,13 @@ CELERY_BEAT_SCHEDULE = {
     "memory-retention-sweep": {
         "task": "memory.retention_sweep",
         "schedule": float(FEDMEM_RETENTION_SWEEP_SECONDS),
+    },
+    "audit-anchor-export": {
+        "task": "governance.audit_anchor_export",
+        "schedule": float(FEDMEM_AUDIT_ANCHOR_SECONDS),
+    },
+    "memory-extraction-sweep": {
+        "task": "memory.extraction_sweep",
+        "schedule": float(FEDMEM_EXTRACTION_SWEEP_SECONDS),
     },
 }

@@ -12,6 +12,8 @@ os.environ.setdefault("FEDMEM_ENV", "test")
 # No background SDK imports in test processes (tests import what they use).
 os.environ.setdefault("FEDMEM_ENGINES_PRELOAD", "false")
 os.environ.setdefault("FEDMEM_BROKER_DIR", tempfile.mkdtemp(prefix="fedmem-test-broker-"))
+# Exported audit anchors of one run stay out of the next (and of development's).
+os.environ.setdefault("FEDMEM_AUDIT_ANCHOR_DIR", tempfile.mkdtemp(prefix="fedmem-test-anchors-"))
 
 from .base import *  # noqa: F403
 

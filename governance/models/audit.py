@@ -9,8 +9,9 @@ class AuditEvent(models.Model):
     No foreign keys: the trail outlives the users, agents and tenants it names.
     The database refuses UPDATE and DELETE on this table (trigger in the
     migration); each row's ``hash`` covers its content and the previous row's hash
-    in the same chain (one chain per tenant, plus the platform chain), so editing
-    or removing a row breaks verification from that row on. Payloads never hold
+    in the same chain (one chain per tenant, plus the platform chain), keyed with
+    FEDMEM_AUDIT_KEY (outside the database), so editing or removing a row breaks
+    verification from that row on, even for someone who can bypass the trigger. Payloads never hold
     memory content or subjects in clear — services pass hashes.
     """
 
@@ -38,11 +39,13 @@ class AuditEvent(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """The last link of each chain, so removing rows from the end is detected too."""
+    """The last link of each chain, so removing rows from the end is detected too;
+    ``mac`` (keyed) means the head cannot be moved back without the audit key."""
 
     chain = models.CharField(max_length=64, primary_key=True)
     seq = models.PositiveBigIntegerField(default=0)
     hash = models.CharField(max_length=64)
+    mac = models.CharField(max_length=64, default="")
 
     def __str__(self) -> str:
         return f"{self.chain} @ {self.seq}"

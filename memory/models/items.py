@@ -104,6 +104,9 @@ class MemoryItem(models.Model):
     # queued write is "pending", never reported as settled.
     extraction_status = models.CharField(max_length=8, choices=Extraction.choices, default=Extraction.PENDING)
     extraction_error = models.TextField(blank=True)
+    # When the extraction sweep last re-queued this item (memory.services.backfill):
+    # a pending item is re-queued once per bound, not on every sweep.
+    extraction_requeued_at = models.DateTimeField(null=True, blank=True)
 
     objects = MemoryItemQuerySet.as_manager()
 
@@ -117,6 +120,12 @@ class MemoryItem(models.Model):
             models.Index(fields=["tenant", "-created_at", "-id"], name="memory_item_tenant_recent"),
             models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
             models.Index(fields=["agent", "session_id"], name="memory_item_session"),
+            # The extraction sweep reads only pending items; the rest of the table is settled.
+            models.Index(
+                fields=["updated_at"],
+                name="memory_item_extraction_pending",
+                condition=Q(extraction_status="pending"),
+            ),
             # GIN's fast-update buffers new entries in a pending list that every search
             # must read in full; at the 4 MB default it made full-text lookups several
             # times slower under steady writes. A small list keeps searches fast while

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.errors import SynthesizerNotFound
+from memory.retrieval.framing import escape_text
 
 BUILTIN_SYNTHESIZER = "builtin"
 MAX_CONTEXT_FACTS = 30
@@ -85,8 +86,14 @@ def is_why_question(question: str) -> bool:
 
 
 def _sentence(text: str) -> str:
-    text = text.strip().rstrip(".")
+    text = _clause(text)
     return text[:1].upper() + text[1:] if text else text
+
+
+def _clause(text: str) -> str:
+    # Stored text is data: escaped as recall frames it, so a fact can put no newline,
+    # fake marker or "Question:" line into an answer a client hands to a model.
+    return escape_text(text.strip().rstrip("."))
 
 
 class DeterministicSynthesizer:
@@ -110,15 +117,10 @@ class DeterministicSynthesizer:
 
     def _chain(self, context: Context) -> Answer:
         chain = context.chain[:MAX_CHAIN]
-        steps = [
-            f"{_sentence(link.cause)} led to {link.effect.strip().rstrip('.')} [{link.item_id}]."
-            for link in chain
-        ]
+        steps = [f"{_sentence(link.cause)} led to {_clause(link.effect)} [{link.item_id}]." for link in chain]
         cited = list(dict.fromkeys(link.item_id for link in chain))
         if is_why_question(context.question):
-            text = f"Root cause: {chain[0].cause.strip().rstrip('.')} [{chain[0].item_id}]. " + " ".join(
-                steps
-            )
+            text = f"Root cause: {_clause(chain[0].cause)} [{chain[0].item_id}]. " + " ".join(steps)
             form = "why"
         else:
             text = " ".join(steps)

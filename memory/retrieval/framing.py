@@ -55,6 +55,21 @@ def safe_json(value: Any) -> str:
     return _CANDIDATES.sub(lambda m: _escape_char(m.group()) if _needs_escape(m.group()) else m.group(), text)
 
 
+_TEXT_CANDIDATES = re.compile(r"[^\x20-\x3b\x3d\x3f-\x5b\x5d-\x7e]")  # also the backslash
+
+
+def escape_text(text: str) -> str:
+    """Stored text made safe to place inside prose a model or a client reads: the
+    characters :func:`safe_json` escapes (``<``, ``>``, every non-printable one, so
+    no newline, marker or bidi trick survives), plus the backslash so an escape in
+    the content cannot be told from ours. One line; decoding the escapes gives the
+    text back."""
+    return _TEXT_CANDIDATES.sub(
+        lambda m: _escape_char(m.group()) if m.group() == "\\" or _needs_escape(m.group()) else m.group(),
+        text,
+    )
+
+
 def frame(results: Iterable[dict[str, Any]], nonce: str | None = None) -> str:
     """The context string: markers, the one-line notice, then one JSON line per result."""
     nonce = nonce or new_nonce()

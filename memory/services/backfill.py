@@ -7,9 +7,12 @@ and each batch is published through the outbox only after its status reset commi
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
 from memory.models import MemoryItem
@@ -65,4 +68,30 @@ def extraction_backfill(*, which: str, agent_id: Any = None, tenant_id: Any = No
                     extraction_status=MemoryItem.Extraction.PENDING, extraction_error=""
                 )
             enqueue_on_commit("memory.extract_items", chunk)
+    return len(ids)
+
+
+def extraction_sweep(*, stale_after: timedelta, batch: int = 100, limit: int = 5000) -> int:
+    """Re-queue items left ``pending`` for longer than ``stale_after``; returns how many.
+
+    Extraction is queued after every write, but a message can be lost: a worker
+    stopped while a retry waited for its countdown (the filesystem broker keeps
+    no unacknowledged messages), a broker wiped by a restart, a task that failed
+    before it could record the failure (the database refusing connections). The
+    bound must exceed the retries' backoff (about a minute), so an item still
+    being retried is left alone. Each item is re-queued at most once per bound,
+    and the task skips items that settled meanwhile, so an overlapping or repeated
+    sweep costs a query, not a second extraction. At most ``limit`` per sweep.
+    """
+    now = timezone.now()
+    cutoff = now - stale_after
+    stale = MemoryItem.objects.filter(extraction_status=MemoryItem.Extraction.PENDING).filter(
+        Q(extraction_requeued_at__lt=cutoff) | Q(extraction_requeued_at__isnull=True, updated_at__lt=cutoff)
+    )
+    ids = [str(pk) for pk in stale.order_by("updated_at").values_list("pk", flat=True)[:limit]]
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        with transaction.atomic():
+            MemoryItem.objects.filter(pk__in=chunk).update(extraction_requeued_at=now)
+            enqueue_on_commit("memory.extract_items", chunk, only_pending=True)
     return len(ids)

@@ -4,9 +4,11 @@ through the outbox, and running it (and the task) twice changes nothing more."""
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from core.models import OutboxMessage
 from memory.enforcement import system_access
@@ -89,3 +91,48 @@ def test_bad_arguments(items):
     with pytest.raises(CommandError):
         _run("--all", "--batch", "0")
     assert _queued() == []
+
+
+def _age(item, seconds: int) -> None:
+    MemoryItem.objects.filter(pk=item.pk).update(updated_at=timezone.now() - timedelta(seconds=seconds))
+
+
+def test_sweep_requeues_only_items_pending_past_the_bound_and_once_per_bound(world, items):
+    from memory.services.backfill import extraction_sweep
+
+    _age(items["pending"], 3600)
+    _age(items["failed"], 3600)
+    fresh = remember(system_access(world.agent), "A fresh write is still on its way.", scope="agent").item
+    OutboxMessage.objects.all().delete()
+
+    assert extraction_sweep(stale_after=timedelta(minutes=10)) == 1
+    assert _queued() == [str(items["pending"].pk)]
+    assert OutboxMessage.objects.get().kwargs == {"only_pending": True}
+    # Swept again at once: already re-queued within the bound, nothing more.
+    assert extraction_sweep(stale_after=timedelta(minutes=10)) == 0
+    # Once the bound has passed since the re-queue, it is re-queued again.
+    MemoryItem.objects.filter(pk=items["pending"].pk).update(
+        extraction_requeued_at=timezone.now() - timedelta(minutes=11)
+    )
+    assert extraction_sweep(stale_after=timedelta(minutes=10)) == 1
+    fresh.refresh_from_db()
+    assert fresh.extraction_status == "pending" and fresh.extraction_requeued_at is None
+
+
+def test_swept_task_extracts_what_is_pending_and_skips_what_settled(world, items):
+    before = CausalEdge.objects.filter(item_id=items["done"].pk).count()
+    CausalEdge.objects.filter(item_id=items["done"].pk).delete()
+    extract_items([str(items["done"].pk), str(items["pending"].pk)], only_pending=True)
+    # The settled item was not extracted again (its edges stay deleted); the pending one was.
+    assert before and not CausalEdge.objects.filter(item_id=items["done"].pk).exists()
+    items["pending"].refresh_from_db()
+    assert items["pending"].extraction_status == "done"
+
+
+def test_the_sweep_runs_on_the_beat_schedule():
+    from django.conf import settings
+
+    entry = settings.CELERY_BEAT_SCHEDULE["memory-extraction-sweep"]
+    assert entry["task"] == "memory.extraction_sweep"
+    assert entry["schedule"] == settings.FEDMEM_EXTRACTION_SWEEP_SECONDS
+    assert settings.FEDMEM_EXTRACTION_STALE_SECONDS > 62  # beyond the retries' total backoff

@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 [
                     python,
                     "-m",
-                    "daphne",
+                    "fedmem_site.serve",  # daphne, answering oversized request lines
                     "-b",
                     options["host"],
                     "-p",
