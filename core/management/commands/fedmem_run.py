@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand
 from core.database import prune_dead_handles
 from core.env import env_int, env_str
 from governance.services.demo import demo_seed
+from memory.embeddings import prepare_embedding_runtime
 
 
 class Command(BaseCommand):
@@ -38,6 +39,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        # The ONNX export (first start only) before the children, which would
+        # otherwise all wait on one of them making it.
+        prepare_embedding_runtime()
         demo = None if options["no_demo"] or settings.PRODUCTION else demo_seed()
         python = sys.executable
         beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
