@@ -290,7 +290,7 @@ def explain(size: int, agent: Any, secret: str) -> None:
     """EXPLAIN (ANALYZE, BUFFERS) of every statement of one call of each kind, made
     in this process through the same URLs (Django's test client), so the plans are
     the ones the server runs."""
-    from django.db import connection
+    from django.db import connection, transaction
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
@@ -311,13 +311,24 @@ def explain(size: int, agent: Any, secret: str) -> None:
         with CaptureQueriesContext(connection) as captured:
             client.post(prefix + path, body, content_type="application/json")
         statements = [
-            q["sql"] for q in captured.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")
+            q["sql"]
+            for q in captured.captured_queries
+            if q["sql"].lstrip().upper().startswith(("SELECT", "WITH"))
         ]
-        out.append(f"\n## {name}: {len(captured.captured_queries)} statements, {len(statements)} SELECTs\n")
+        out.append(f"\n## {name}: {len(captured.captured_queries)} statements, {len(statements)} read\n")
+        # The call's own settings (HNSW breadth, iterative scans) apply to its plans.
+        settings_sql = [
+            q["sql"] for q in captured.captured_queries if q["sql"].lstrip().upper().startswith("SET ")
+        ]
+        out.append("".join(f"\n    {sql}" for sql in settings_sql) + "\n")
         for sql in statements:
-            with connection.cursor() as cursor:
+            # ANALYZE runs the statement (recall's stamps last_recalled_at): rolled back.
+            with transaction.atomic(), connection.cursor() as cursor:
+                for setting in settings_sql:
+                    cursor.execute(setting)
                 cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
                 plan = [row[0] for row in cursor.fetchall()]
+                transaction.set_rollback(True)
             took = next((line for line in plan if line.startswith("Execution Time")), "")
             out.append(f"\n```sql\n{sql[:1500]}\n```\n```\n" + "\n".join(plan) + "\n```\n")
             print(f"  {name}: {took:<28} {sql[:90]!r}")
@@ -378,11 +389,11 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
 
 
 def load_mix(figures: Figures, server: Server, agent: Any, secret: str, seconds: float) -> None:
-    from bench.load import run_level
+    from bench.load import run_level, warm
 
     print("\n== load: remember/recall mix, closed-loop clients")
     print(f"{'clients':>7} {'op':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}")
-    run_level(server.base, secret, str(agent.pk), 1, 3, quiet=True)  # warm
+    warm(server.base, secret, str(agent.pk))
     rates = {}
     for clients in (1, 4, 16):
         result = run_level(server.base, secret, str(agent.pk), clients, seconds)
