@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.db import transaction
 
+from memory.extraction.pipeline import EXTRACT_BATCH
 from memory.models import MemoryItem
 
 MAX_RETRIES = 5
@@ -15,9 +16,6 @@ MAX_RETRIES = 5
 # A worker's warm shutdown waits for the running task: a 100-item batch extracted
 # in one go would outlast the grace period fedmem_run gives it (and be killed).
 SLICE_SECONDS = 2.0
-# Items whose texts go through the models together: big enough to fill a forward
-# pass, small enough that one slice stays within SLICE_SECONDS on a busy machine.
-EXTRACT_BATCH = 16
 
 
 @shared_task(

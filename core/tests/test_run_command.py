@@ -73,3 +73,16 @@ def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
     # The embedded PostgreSQL of that data folder stopped too.
     assert not (tmp_path / "pgdata" / "postmaster.pid").exists()
     assert "fedmem stopped." in (tmp_path / "run.log").read_text()
+
+
+def test_the_web_server_runs_one_process_per_core_by_default():
+    from core.management.commands.fedmem_run import default_web_workers, web_command, web_env
+
+    options = {"host": "127.0.0.1", "port": 8000, "web_workers": 2}
+    command = web_command("python", options)
+    assert command[:3] == ["python", "-m", "uvicorn"]
+    assert command[command.index("--workers") + 1] == "2"
+    # One process: daphne, as before.
+    assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "daphne"]
+    assert 1 <= default_web_workers() <= 4
+    assert web_env()["FEDMEM_DB_POOL_SIZE"]  # each web process serves from a bounded pool

@@ -21,6 +21,10 @@ from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
 logger = logging.getLogger(__name__)
 
+# Items whose texts go through the models together: big enough to fill a forward
+# pass, small enough that a task's slice stays short on a busy machine.
+EXTRACT_BATCH = 16
+
 
 def span_terms(texts: list[str]) -> list[list[str]]:
     """Each span's content lemmas, lowercased and sorted: what normalized overlap compares."""

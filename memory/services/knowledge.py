@@ -26,7 +26,14 @@ from governance.services.audit import audit_record
 from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
-from memory.extraction.pipeline import delete_orphan_entities, entities_of, extract_item
+from memory.extraction.pipeline import (
+    EXTRACT_BATCH,
+    delete_orphan_entities,
+    entities_of,
+    load_items,
+    prepare,
+    store,
+)
 from memory.holds import active_holds, audit_blocked, held_items_q, hold_item_q
 from memory.models import CausalEdge, Dataset, MemoryHistory, MemoryItem, Mention
 from memory.services.items import MAX_BATCH, BatchResult, MemoryDraft, memory_remember_batch
@@ -374,9 +381,13 @@ def knowledge_graph_run(*, job_id: Any, agent_id: Any, dataset_pks: list[int]) -
             )
             already = MemoryItem.objects.filter(dataset=dataset).count() - len(pending)
             done += already
-            for item_id in pending:
-                extract_item(item_id)  # idempotent: a redelivered job redoes nothing wrong
-                done += 1
+            for start in range(0, len(pending), EXTRACT_BATCH):
+                # Idempotent: a redelivered job redoes nothing wrong. The models run
+                # once per batch of chunks; each chunk is stored on its own.
+                chunk = pending[start : start + EXTRACT_BATCH]
+                for prepared in prepare(load_items(chunk)):
+                    store(prepared)
+                done += len(chunk)
                 Job.objects.filter(pk=job.pk).update(progress=done)
             report[dataset.name] = {"engine": engines.BUILTIN, "status": "built", **_graph_size(dataset)}
     except Exception as exc:  # one failed build ends this job, not the worker
