@@ -38,6 +38,7 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
     return [
         python, "-m", "uvicorn", "fedmem_site.asgi:application", "--host", host, "--port", port,
         "--workers", str(options["web_workers"]), "--no-access-log", "--lifespan", "off",
+        "--http", "fedmem_site.http_protocol:NoDelayH11Protocol",
     ]  # fmt: skip
 
 
