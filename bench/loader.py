@@ -81,6 +81,31 @@ def embed_cached(texts: list[str], label: str) -> tuple[np.ndarray, float, bool]
     return vectors, took, False
 
 
+def build_indexes() -> None:
+    """The HNSW indexes (the migrations' definitions), where missing, and fresh
+    statistics. Idempotent: a load interrupted between dropping and building them
+    is repaired by the next run."""
+    from django.db import connection
+
+    from bench.graph import HNSW
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        for name, table, column in HNSW:
+            cursor.execute(
+                f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw ({column} vector_cosine_ops) "
+                "WITH (m = 16, ef_construction = 64)"
+            )
+        for table in (
+            "memory_item",
+            "memory_causal_edge",
+            "memory_span_link",
+            "memory_mention",
+            "memory_entity",
+        ):
+            cursor.execute(f"ANALYZE {table}")
+
+
 def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
     """Replace ``tenant``'s memory with ``facts``; returns what the load cost."""
     from django.db import connection, transaction
@@ -169,21 +194,7 @@ def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
         )  # fmt: skip
     copied = time.perf_counter() - copy_began
     index_began = time.perf_counter()
-    with connection.cursor() as cursor:
-        cursor.execute("SET maintenance_work_mem = '512MB'")
-        for name, table, column in HNSW:
-            cursor.execute(
-                f"CREATE INDEX {name} ON {table} USING hnsw ({column} vector_cosine_ops) "
-                "WITH (m = 16, ef_construction = 64)"
-            )
-        for table in (
-            "memory_item",
-            "memory_causal_edge",
-            "memory_span_link",
-            "memory_mention",
-            "memory_entity",
-        ):
-            cursor.execute(f"ANALYZE {table}")
+    build_indexes()
     return {
         "facts": len(items),
         "edges": len(facts),

@@ -156,7 +156,7 @@ def baselines(figures: Figures, base: dict[str, float]) -> None:
 
 def data(size: int) -> tuple[Any, Any]:
     from bench.graph import generate
-    from bench.loader import load
+    from bench.loader import build_indexes, load
     from governance.models import Agent, User
     from governance.services.agents import agent_create
     from governance.services.tenancy import tenant_get_or_create
@@ -172,6 +172,7 @@ def data(size: int) -> tuple[Any, Any]:
     have = MemoryItem.objects.filter(tenant=tenant, provenance__via="bench").count()
     if have == size:
         print(f"  {size:,} facts already loaded")
+        build_indexes()
     else:
         cost = load(tenant, agent, generate(size, seed=7))
         print(
