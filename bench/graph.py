@@ -145,11 +145,73 @@ def extraction_throughput(access, facts: list[Fact]) -> None:  # type: ignore[no
     )
 
 
+def choose_links(facts: list[Fact], vectors: dict, span_terms_of) -> dict[tuple[int, int], float]:  # type: ignore[no-untyped-def]
+    """Span links by the linker's rule (``span_match``), best FANOUT per edge and
+    direction, as (source fact, target fact) -> score; computed per pair of
+    wordings instead of one index query per edge."""
+    from memory.extraction.links import FANOUT, span_match
+
+    # Span links by the linker's rule (span_match), best FANOUT per edge and
+    # direction. Spans of one wording differ only by the incident number, so the
+    # rule is evaluated once per pair of wordings (same number, different number).
+    groups: dict[str, dict[str, list[int]]] = {"cause": defaultdict(list), "effect": defaultdict(list)}
+    numbered: dict[tuple[str, str, int | None], list[int]] = defaultdict(list)
+    for i, f in enumerate(facts):
+        for side in ("cause", "effect"):
+            span = getattr(f, side)
+            groups[side][span.wording].append(i)
+            numbered[(side, span.wording, span.number)].append(i)
+
+    def rule(a: Span, b: Span, same: bool) -> float | None:
+        na = None if a.number is None else 1
+        nb = None if b.number is None else (1 if same else 2)
+        match = span_match(span_terms_of(Span(a.wording, na)), vectors[a.wording],
+                           span_terms_of(Span(b.wording, nb)), vectors[b.wording])  # fmt: skip
+        return None if match is None else match.score
+
+    # Which wordings of the other side can match a wording at all (same or
+    # another incident number), computed once per pair of wordings.
+    matching: dict[tuple[str, str], list[tuple[str, float | None, float | None]]] = {}
+
+    def candidates(span: Span, side: str) -> list[tuple[str, float | None, float | None]]:
+        key = (span.wording, side)
+        if key not in matching:
+            found = []
+            for wording, members in groups[side].items():
+                probe = getattr(facts[members[0]], side)
+                same, other = rule(span, probe, True), rule(span, probe, False)
+                if same is not None or other is not None:
+                    found.append((wording, same, other))
+            matching[key] = found
+        return matching[key]
+
+    def best(span: Span, side: str, me: int) -> list[tuple[int, float]]:
+        found: list[tuple[float, int]] = []
+        for wording, same, other in candidates(span, side):
+            twins = numbered.get((side, wording, span.number), []) if span.number is not None else []
+            if same is not None:
+                found.extend((-same, i) for i in twins if i != me)
+            if other is not None:
+                twin_set = set(twins)
+                members = groups[side][wording]
+                picked = [i for i in members[: FANOUT + len(twins) + 1] if i != me and i not in twin_set]
+                found.extend((-other, i) for i in picked[:FANOUT])
+        found.sort()
+        return [(i, -score) for score, i in found[:FANOUT]]
+
+    links: dict[tuple[int, int], float] = {}
+    for i, f in enumerate(facts):
+        for j, score in best(f.effect, "cause", i):
+            links.setdefault((i, j), score)
+        for j, score in best(f.cause, "effect", i):
+            links.setdefault((j, i), score)
+    return links
+
+
 def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-untyped-def]
     from django.db import connection, transaction
 
     from memory.embeddings import embed_texts
-    from memory.extraction.links import FANOUT, span_match
     from memory.extraction.pipeline import span_terms
     from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
@@ -216,60 +278,7 @@ def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-unty
             ],
             batch_size=2000,
         )  # fmt: skip
-        # Span links by the linker's rule (span_match), best FANOUT per edge and
-        # direction. Spans of one wording differ only by the incident number, so the
-        # rule is evaluated once per pair of wordings (same number, different number).
-        groups: dict[str, dict[str, list[int]]] = {"cause": defaultdict(list), "effect": defaultdict(list)}
-        numbered: dict[tuple[str, str, int | None], list[int]] = defaultdict(list)
-        for i, f in enumerate(facts):
-            for side in ("cause", "effect"):
-                span = getattr(f, side)
-                groups[side][span.wording].append(i)
-                numbered[(side, span.wording, span.number)].append(i)
-
-        def rule(a: Span, b: Span, same: bool) -> float | None:
-            na = None if a.number is None else 1
-            nb = None if b.number is None else (1 if same else 2)
-            match = span_match(span_terms_of(Span(a.wording, na)), vectors[a.wording],
-                               span_terms_of(Span(b.wording, nb)), vectors[b.wording])  # fmt: skip
-            return None if match is None else match.score
-
-        # Which wordings of the other side can match a wording at all (same or
-        # another incident number), computed once per pair of wordings.
-        matching: dict[tuple[str, str], list[tuple[str, float | None, float | None]]] = {}
-
-        def candidates(span: Span, side: str) -> list[tuple[str, float | None, float | None]]:
-            key = (span.wording, side)
-            if key not in matching:
-                found = []
-                for wording, members in groups[side].items():
-                    probe = getattr(facts[members[0]], side)
-                    same, other = rule(span, probe, True), rule(span, probe, False)
-                    if same is not None or other is not None:
-                        found.append((wording, same, other))
-                matching[key] = found
-            return matching[key]
-
-        def best(span: Span, side: str, me: int) -> list[tuple[int, float]]:
-            found: list[tuple[float, int]] = []
-            for wording, same, other in candidates(span, side):
-                twins = numbered.get((side, wording, span.number), []) if span.number is not None else []
-                if same is not None:
-                    found.extend((-same, i) for i in twins if i != me)
-                if other is not None:
-                    twin_set = set(twins)
-                    members = groups[side][wording]
-                    picked = [i for i in members[: FANOUT + len(twins) + 1] if i != me and i not in twin_set]
-                    found.extend((-other, i) for i in picked[:FANOUT])
-            found.sort()
-            return [(i, -score) for score, i in found[:FANOUT]]
-
-        links: dict[tuple[int, int], float] = {}
-        for i, f in enumerate(facts):
-            for j, score in best(f.effect, "cause", i):
-                links.setdefault((i, j), score)
-            for j, score in best(f.cause, "effect", i):
-                links.setdefault((j, i), score)
+        links = choose_links(facts, vectors, span_terms_of)
         rows = [(edges[i].pk, edges[j].pk, score) for (i, j), score in links.items()]
         with connection.cursor() as cursor:
             for start in range(0, len(rows), 50_000):

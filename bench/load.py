@@ -3,13 +3,14 @@
     .venv/bin/python bench/load.py                          # levels 1,4,16 for 20 s each
     .venv/bin/python bench/load.py --levels 1,8,32 --seconds 30
 
-Starts what production runs (daphne serving fedmem_site.asgi, a Celery worker,
-Redis as broker and Channels layer) against a database of its own
-(FEDMEM_DB_NAME, default ``fedmem_load``), creates a tenant, an agent and its key,
-then at each concurrency level runs closed-loop clients for a bounded time, each
-alternating a remember (POST /memories) and a recall (POST /recall). Prints per
-level and operation: requests/s, p50/p95/p99 latency and error rate. Redis must
-listen on 127.0.0.1:6379 (or pass --redis). Not a test: it asserts nothing.
+Starts what ``make run`` starts (``manage.py fedmem_run`` with its defaults: the
+web server and a Celery worker) against a database of its own (FEDMEM_DB_NAME,
+default ``fedmem_load``), creates a tenant, an agent and its key, then at each
+concurrency level runs closed-loop clients for a bounded time, each alternating a
+remember (POST /memories) and a recall (POST /recall). Prints per level and
+operation: requests/s, p50/p95/p99 latency and error rate. ``bench/run_all.py``
+runs the same levels against its server at 100k facts. Not a test: it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ os.environ.setdefault("FEDMEM_LOG_LEVEL", "WARNING")
 TOPICS = ["billing", "search", "checkout", "auth", "reports", "payments", "inventory", "alerts"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -108,55 +109,80 @@ async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: f
     return {"elapsed": elapsed, "out": out, "errors": errors}
 
 
+def warm(base: str, secret: str, agent_id: str, timeout: float = 300) -> None:
+    """One remember and one recall answered, so every model is loaded in the
+    server processes before a level is timed (a first request can take seconds)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {secret}"}
+    deadline = time.monotonic() + timeout
+    prefix = f"{base}/v1/memory/agents/{agent_id}"
+    # A new connection each time (no keep-alive), so the requests spread over
+    # every web process of the server.
+    for _ in range(8):
+        httpx.post(
+            prefix + "/memories",
+            json={"content": "Warm-up: the billing service is fine.", "user_id": "u1"},
+            headers=headers,
+            timeout=timeout,
+        )
+        httpx.post(
+            prefix + "/recall", json={"query": "warm up", "user_id": "u1"}, headers=headers, timeout=timeout
+        )
+        if time.monotonic() > deadline:
+            break
+
+
+def run_level(
+    base: str, secret: str, agent_id: str, clients: int, seconds: float, quiet: bool = False
+) -> dict:
+    """One level: print its rows and return the total rate, p95 over every request
+    and the error count."""
+    result = asyncio.run(_level(base, secret, agent_id, clients, seconds))
+    everything: list[float] = []
+    for op, values in result["out"].items():
+        everything.extend(values)
+        rate = len(values) / result["elapsed"]
+        err = result["errors"][op] / max(1, len(values))
+        if not quiet:
+            print(
+                f"{clients:>7} {op:>8} {rate:>8.1f} {_percentile(values, 0.5):>8.1f} "
+                f"{_percentile(values, 0.95):>8.1f} {_percentile(values, 0.99):>8.1f} {err:>6.1%}"
+            )
+    total = len(everything) / result["elapsed"]
+    if not quiet:
+        print(f"{clients:>7} {'total':>8} {total:>8.1f} {'':>8} {_percentile(everything, 0.95):>8.1f}")
+    return {"rate": total, "p95": _percentile(everything, 0.95), "errors": sum(result["errors"].values())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--levels", default="1,4,16", help="concurrent clients per level (default 1,4,16)")
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of each level (default 20)")
-    parser.add_argument("--redis", default=os.environ.get("FEDMEM_LOAD_REDIS", "redis://127.0.0.1:6379/13"))
     args = parser.parse_args()
 
-    env = dict(os.environ)
-    env.update(
-        CELERY_BROKER_URL=args.redis,
-        REDIS_URL=args.redis,
-        # Rate limiting protects production; the load run measures the server, not the limiter.
-        FEDMEM_API_RATE_LIMIT="1000000/minute",
-    )
-    # The server's connections come from a bounded pool unless the caller says otherwise.
-    env.setdefault("FEDMEM_DB_POOL_SIZE", "16")
-    os.environ.update(env)
+    # Rate limiting protects production; the load run measures the server, not the limiter.
+    os.environ["FEDMEM_API_RATE_LIMIT"] = "1000000/minute"
     agent_id, secret = _setup()
-    port = _free_port()
+    port = free_port()
     log_dir = ROOT / "var" / "load"
     log_dir.mkdir(parents=True, exist_ok=True)
-    serve = [
-        sys.executable,
-        "-m",
-        "daphne",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "fedmem_site.asgi:application",
-    ]
-    work = [sys.executable, "-m", "celery", "-A", "fedmem_site", "worker", "--loglevel", "WARNING"]
-    server = subprocess.Popen(  # noqa: S603  (our own interpreter and modules)
-        serve, cwd=ROOT, env=env, stdout=(log_dir / "server.log").open("w"), stderr=subprocess.STDOUT
-    )
-    worker = subprocess.Popen(  # noqa: S603
-        [*work, "--concurrency", "1"],
+    # Exactly what `make run` starts, with its defaults: whatever makes it fast
+    # has to be the default, not a setting of this script.
+    server = subprocess.Popen(  # noqa: S603  (our own interpreter and command)
+        [sys.executable, "manage.py", "fedmem_run", "--no-demo", "--port", str(port)],
         cwd=ROOT,
-        env=env,
-        stdout=(log_dir / "worker.log").open("w"),
+        env=dict(os.environ),
+        stdout=(log_dir / "server.log").open("w"),
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         import httpx
 
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while True:
             try:
                 if httpx.get(base + "/health", timeout=2).status_code == 200:
@@ -166,34 +192,20 @@ def main() -> None:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise SystemExit(f"server did not start; see {log_dir / 'server.log'}")
             time.sleep(0.5)
-        # Warm the model in the server process before measuring.
-        asyncio.run(_level(base, secret, agent_id, 1, 3))
+        warm(base, secret, agent_id)
         print(f"machine: {describe()}")
-        print(
-            f"server: daphne fedmem_site.asgi + celery worker + {args.redis}; {args.seconds:.0f} s per level"
-        )
+        print(f"server: manage.py fedmem_run (the make run defaults); {args.seconds:.0f} s per level")
         print(
             f"{'clients':>7} {'op':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}"
         )
         for clients in [int(x) for x in args.levels.split(",")]:
-            result = asyncio.run(_level(base, secret, agent_id, clients, args.seconds))
-            for op, values in result["out"].items():
-                rate = len(values) / result["elapsed"]
-                err = result["errors"][op] / max(1, len(values))
-                print(
-                    f"{clients:>7} {op:>8} {rate:>8.1f} {_percentile(values, 0.5):>8.1f} "
-                    f"{_percentile(values, 0.95):>8.1f} {_percentile(values, 0.99):>8.1f} {err:>6.1%}"
-                )
-            total = sum(map(len, result["out"].values()))
-            print(f"{clients:>7} {'total':>8} {total / result['elapsed']:>8.1f}")
+            run_level(base, secret, agent_id, clients, args.seconds)
     finally:
-        for proc in (server, worker):
-            proc.terminate()
-        for proc in (server, worker):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """API rate limiting: a fixed window per API key (or user, or address).
 
 Counting uses the cache's atomic ``incr``. With ``REDIS_URL`` the cache is Redis,
-so every web process shares one counter per caller; the default in-process cache
-is exact for the single-process embedded setup.
+so every web process shares one counter per caller; without it the cache is in
+process, exact for one web process and per process when ``fedmem_run`` starts
+several (``FEDMEM_WEB_WORKERS``, docs/configuration.md).
 """
 
 from __future__ import annotations

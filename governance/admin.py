@@ -1,11 +1,12 @@
-"""Django admin of governance: platform staff only (core.admin); keys, audit, holds,
+"""Django admin of governance: platform staff only (governance.admin_base); keys, audit, holds,
 erasures and candidates read-only (their changes go through the services, which
 audit them); identity edits audited."""
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
 
-from core.admin import AuditedModelAdmin, ContentHiddenAdmin, ReadOnlyModelAdmin
+from core.admin import ReadOnlyModelAdmin
+from governance.admin_base import AuditedModelAdmin, ContentHiddenAdmin
 from governance.models import (
     Agent,
     AgentPolicyVersion,

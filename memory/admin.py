@@ -6,7 +6,8 @@ through the API or the console, where policy and tenancy apply."""
 
 from django.contrib import admin
 
-from core.admin import ContentHiddenAdmin, ReadOnlyModelAdmin
+from core.admin import ReadOnlyModelAdmin
+from governance.admin_base import ContentHiddenAdmin
 from memory.models import (
     CausalEdge,
     ContradictionDecision,

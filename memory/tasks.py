@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.db import transaction
 
+from memory.extraction.pipeline import EXTRACT_BATCH
 from memory.models import MemoryItem
 
 MAX_RETRIES = 5
@@ -25,17 +26,23 @@ SLICE_SECONDS = 2.0
     acks_late=True,
 )
 def extract_items(
-    self: Any, item_ids: list[str], slice_seconds: float = SLICE_SECONDS, only_pending: bool = False
+    self: Any,
+    item_ids: list[str],
+    slice_seconds: float = SLICE_SECONDS,
+    only_pending: bool = False,
+    batch: int = EXTRACT_BATCH,
 ) -> None:
     """Extract entities and causal edges of freshly written items.
 
     Idempotent (each run replaces the item's derived rows), so at-least-once
     delivery from the outbox is safe. A failure is written on the item, and the
     item stays ``pending`` while retries (exponential backoff) remain; after the
-    last one it is ``failed`` with the error.
+    last one it is ``failed`` with the error. Items go through the models
+    ``batch`` at a time (one parse batch, one embedding batch), each stored in
+    its own transaction.
     """
     from core.tasks import enqueue_on_commit
-    from memory.extraction.pipeline import extract_item, mark_extraction
+    from memory.extraction.pipeline import load_items, mark_extraction, prepare, store
 
     failed: list[str] = []
     last_error: Exception | None = None
@@ -44,20 +51,37 @@ def extract_items(
         still = {str(pk) for pk in pending.values_list("pk", flat=True)}
         item_ids = [pk for pk in item_ids if pk in still]
     began = time.monotonic()
-    for index, item_id in enumerate(item_ids):
+
+    def record(item_id: str, exc: Exception) -> None:
+        nonlocal last_error
+        final = self.request.retries >= MAX_RETRIES
+        status = MemoryItem.Extraction.FAILED if final else MemoryItem.Extraction.PENDING
+        mark_extraction(item_id, status=status, error=f"{exc.__class__.__name__}: {exc}")
+        failed.append(item_id)
+        last_error = exc
+
+    for index in range(0, len(item_ids), batch):
         if index and time.monotonic() - began > slice_seconds:
             # Through the outbox: if publishing fails now, the relay sends it later.
             with transaction.atomic():
                 enqueue_on_commit(extract_items, item_ids[index:], only_pending=only_pending)
             break
+        chunk = item_ids[index : index + batch]
         try:
-            extract_item(item_id)
-        except Exception as exc:  # recorded on the item; the task retries what failed
-            final = self.request.retries >= MAX_RETRIES
-            status = MemoryItem.Extraction.FAILED if final else MemoryItem.Extraction.PENDING
-            mark_extraction(item_id, status=status, error=f"{exc.__class__.__name__}: {exc}")
-            failed.append(item_id)
-            last_error = exc
+            # The models run once over the whole chunk (nlp.pipe, batched embedding).
+            prepared = [(str(p.item_id), p) for p in prepare(load_items(chunk))]
+        except Exception:  # one bad text must not fail its neighbours: item by item
+            prepared = []
+            for item_id in chunk:
+                try:
+                    prepared.extend((str(p.item_id), p) for p in prepare(load_items([item_id])))
+                except Exception as exc:  # recorded on the item; the task retries what failed
+                    record(item_id, exc)
+        for item_id, one in prepared:
+            try:
+                store(one)
+            except Exception as exc:  # recorded on the item; the task retries what failed
+                record(item_id, exc)
     if failed and last_error is not None and self.request.retries < MAX_RETRIES:
         raise self.retry(
             args=[failed],

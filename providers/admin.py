@@ -7,7 +7,7 @@ are audited too (which fields changed, never their values).
 
 from django.contrib import admin
 
-from core.admin import AuditedModelAdmin
+from governance.admin_base import AuditedModelAdmin
 from providers.models import EngineInstance, TenantEngineCredential
 
 

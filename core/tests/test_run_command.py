@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +29,16 @@ def free_port() -> int:
 def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL", "CELERY_"))}
-    # Its own data folder: its own embedded PostgreSQL, broker and demo data.
+    # Its own data folder: its own embedded PostgreSQL, broker and demo data. The
+    # ONNX export is copied in (what a second start finds), so the test does not
+    # spend its time budget on a one-time export another test already covers.
     env.update(DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", FEDMEM_DATA_DIR=str(tmp_path))
+    from memory.embeddings import configured_model_path, ensure_onnx_model
+
+    export = ensure_onnx_model(configured_model_path(), int8=False)
+    (tmp_path / "models").mkdir()
+    for path in (export, export.with_suffix(".json")):
+        shutil.copy(path, tmp_path / "models" / path.name)
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "fedmem_run", "--port", str(port), "--concurrency", "1"],
@@ -73,3 +82,16 @@ def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
     # The embedded PostgreSQL of that data folder stopped too.
     assert not (tmp_path / "pgdata" / "postmaster.pid").exists()
     assert "fedmem stopped." in (tmp_path / "run.log").read_text()
+
+
+def test_the_web_server_runs_one_process_per_core_by_default():
+    from core.management.commands.fedmem_run import default_web_workers, web_command, web_env
+
+    options = {"host": "127.0.0.1", "port": 8000, "web_workers": 2}
+    command = web_command("python", options)
+    assert command[:3] == ["python", "-m", "uvicorn"]
+    assert command[command.index("--workers") + 1] == "2"
+    # One process: daphne, as before.
+    assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "daphne"]
+    assert 1 <= default_web_workers() <= 4
+    assert web_env()["FEDMEM_DB_POOL_SIZE"]  # each web process serves from a bounded pool

@@ -332,6 +332,17 @@ FEDMEM_EMBEDDING_BATCH_SIZE = env_int("FEDMEM_EMBEDDING_BATCH_SIZE", 64, minimum
 # cores, and torch's spinning thread pool collapses when oversubscribed (a query
 # embedding went from 20 ms to 250 ms on a busy 2-core machine with 2 threads).
 FEDMEM_TORCH_THREADS = env_int("FEDMEM_TORCH_THREADS", 1, minimum=1, maximum=256)
+# onnx (default): ONNX Runtime on a graph exported once from the local weights into
+# DATA_DIR/models, the same vectors several times faster; onnx-int8: int8 weights
+# (docs/performance.md has its quality delta); torch: sentence-transformers.
+FEDMEM_EMBEDDING_RUNTIME = env_choice("FEDMEM_EMBEDDING_RUNTIME", "onnx", ("onnx", "onnx-int8", "torch"))
+# ONNX Runtime threads per process. Its pool does not spin while idle, so two
+# threads halve a query's latency without starving the other processes.
+FEDMEM_EMBEDDING_THREADS = env_int(
+    "FEDMEM_EMBEDDING_THREADS", min(2, os.cpu_count() or 1), minimum=1, maximum=256
+)
+# Query embeddings kept per process (least recently used out first); 0 = off.
+FEDMEM_QUERY_CACHE_SIZE = env_int("FEDMEM_QUERY_CACHE_SIZE", 1024, minimum=0, maximum=1_000_000)
 # Reciprocal rank fusion constant and how many candidates each ranked list feeds it.
 FEDMEM_RRF_K = env_int("FEDMEM_RRF_K", 60, minimum=1)
 FEDMEM_RETRIEVAL_CANDIDATES = env_int("FEDMEM_RETRIEVAL_CANDIDATES", 50, minimum=1, maximum=1000)

@@ -1,13 +1,17 @@
-"""The spaCy pipeline extraction parses with, loaded once per process.
+"""The spaCy pipeline of this process: one parse per text, shared by every reader.
 
-The same packaged model personal-data detection uses (``FEDMEM_PII_SPACY_MODEL``),
-loaded separately here because extraction needs the dependency parse, which the
-detector turns off. Never downloaded: the model is an installed package.
+Entities, causal rules, the contradiction check and personal-data detection all
+read the same packaged model (``FEDMEM_PII_SPACY_MODEL``, an installed package,
+never downloaded). :func:`parse` keeps the last documents it made, so readers of
+one text in one process (a write's personal-data detection and its contradiction
+check; an extraction's entities, causal rules and span terms) parse it once, and
+parses a list of texts as one ``nlp.pipe`` batch.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +20,14 @@ _lock = threading.Lock()
 # spaCy pipelines are not documented as thread-safe; parsing is serialized.
 run_lock = threading.Lock()
 _nlp: Any = None
+# Documents kept for the next reader of the same text. A write reads its texts
+# within milliseconds of each other, so a small window is enough; texts beyond
+# CACHE_MAX_CHARS (pasted documents) are not kept, which bounds the memory.
+CACHE_SIZE = 256
+CACHE_MAX_CHARS = 20_000
+_docs: OrderedDict[str, Any] = OrderedDict()
+_docs_lock = threading.Lock()
+BATCH_SIZE = 64
 
 
 def get_nlp() -> Any:
@@ -29,10 +41,32 @@ def get_nlp() -> Any:
     return _nlp
 
 
+def _cached(text: str) -> Any:
+    with _docs_lock:
+        doc = _docs.get(text)
+        if doc is not None:
+            _docs.move_to_end(text)
+        return doc
+
+
 def parse(texts: list[str]) -> list[Any]:
-    nlp = get_nlp()
-    with run_lock:
-        return list(nlp.pipe(texts))
+    """One document per text (the same object for a text parsed moments ago);
+    the texts not seen recently go through ``nlp.pipe`` together."""
+    docs: list[Any] = [_cached(text) for text in texts]
+    missing = sorted({text for text, doc in zip(texts, docs, strict=True) if doc is None})
+    if missing:
+        nlp = get_nlp()
+        with run_lock:
+            made = dict(zip(missing, nlp.pipe(missing, batch_size=BATCH_SIZE), strict=True))
+        with _docs_lock:
+            for text, doc in made.items():
+                if len(text) <= CACHE_MAX_CHARS:
+                    _docs[text] = doc
+                    _docs.move_to_end(text)
+            while len(_docs) > CACHE_SIZE:
+                _docs.popitem(last=False)
+        docs = [doc if doc is not None else made[text] for text, doc in zip(texts, docs, strict=True)]
+    return docs
 
 
 def split_sentences(text: str) -> list[str]:

@@ -5,6 +5,7 @@ so running twice (at-least-once delivery) leaves the same rows."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +20,10 @@ from memory.extraction.nlp import parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
 logger = logging.getLogger(__name__)
+
+# Items whose texts go through the models together: big enough to fill a forward
+# pass, small enough that a task's slice stays short on a busy machine.
+EXTRACT_BATCH = 16
 
 
 def span_terms(texts: list[str]) -> list[list[str]]:
@@ -73,21 +78,80 @@ def _entity_for(tenant_id: Any, found: FoundEntity, vector: Any, cache: dict[str
     return entity
 
 
+@dataclass
+class Prepared:
+    """What the models say about one item's text, computed before any lock is taken."""
+
+    item_id: Any
+    tenant_id: Any
+    text: str
+    found: list[FoundEntity]
+    relations: list[tuple[str, Relation]]
+    entity_vectors: Any
+    span_vectors: Any
+    terms: list[list[str]]
+
+
+def prepare(items: list[MemoryItem]) -> list[Prepared]:
+    """Parse, find and embed for many items at once: one ``nlp.pipe`` over their
+    texts, one over their cause/effect spans, one batched embedding of every
+    entity and span. The result is the same as item by item (tested)."""
+    texts = [item.content for item in items]
+    docs = parse(texts)
+    founds = [find_entities(text, doc) for text, doc in zip(texts, docs, strict=True)]
+    relations = [extract_relations(text, doc) for text, doc in zip(texts, docs, strict=True)]
+    spans = [[r.cause for _, r in rels] + [r.effect for _, r in rels] for rels in relations]
+    all_spans = [span for item_spans in spans for span in item_spans]
+    all_terms = span_terms(all_spans)
+    wanted = [e.text for found in founds for e in found] + all_spans
+    vectors = embed_texts(wanted) if wanted else []
+    out = []
+    entity_at, span_at = 0, 0
+    first_span = len(wanted) - len(all_spans)  # spans follow every entity text
+    for item, text, found, rels, item_spans in zip(items, texts, founds, relations, spans, strict=True):
+        out.append(
+            Prepared(
+                item_id=item.pk,
+                tenant_id=item.tenant_id,
+                text=text,
+                found=found,
+                relations=rels,
+                entity_vectors=vectors[entity_at : entity_at + len(found)],
+                span_vectors=vectors[first_span + span_at : first_span + span_at + len(item_spans)],
+                terms=all_terms[span_at : span_at + len(item_spans)],
+            )
+        )
+        entity_at += len(found)
+        span_at += len(item_spans)
+    return out
+
+
+def load_items(item_ids: list[Any]) -> list[MemoryItem]:
+    """The items of ``item_ids`` that still exist, in the order asked."""
+    rows = MemoryItem.objects.filter(pk__in=list(item_ids)).defer("embedding", "search_vector").in_bulk()
+    return [rows[pk] for pk in (_as_pk(i) for i in item_ids) if pk in rows]
+
+
+def _as_pk(item_id: Any) -> Any:
+    field = MemoryItem._meta.pk
+    assert field is not None
+    return field.to_python(item_id)
+
+
 def extract_item(item_id: Any) -> bool:
     """Extract one item (False when it no longer exists). Raises on failure; the
     caller (the task) records the error and retries."""
-    item = MemoryItem.objects.filter(pk=item_id).defer("embedding", "search_vector").first()
-    if item is None:
+    items = load_items([item_id])
+    if not items:
         return False
-    text = item.content
-    doc = parse([text])[0]
-    found = find_entities(text, doc)
-    relations: list[tuple[str, Relation]] = extract_relations(text, doc)
-    spans = [r.cause for _, r in relations] + [r.effect for _, r in relations]
-    vectors = embed_texts([e.text for e in found] + spans) if (found or spans) else []
-    entity_vectors = vectors[: len(found)]
-    span_vectors = vectors[len(found) :]
-    terms = span_terms(spans)
+    return store(prepare(items)[0])
+
+
+def store(prepared: Prepared) -> bool:
+    """Replace one item's mentions and edges with ``prepared`` in one transaction
+    (False when the item is gone)."""
+    item_id, text, found, relations = prepared.item_id, prepared.text, prepared.found, prepared.relations
+    tenant_id, terms, span_vectors = prepared.tenant_id, prepared.terms, prepared.span_vectors
     with transaction.atomic():
         # The row lock serializes two deliveries of the same task.
         locked = (
@@ -108,10 +172,10 @@ def extract_item(item_id: Any) -> bool:
         CausalEdge.objects.filter(item_id=item_id).delete()
         cache: dict[str, Entity] = {}
         mentions = {}
-        for entity_found, vector in zip(found, entity_vectors, strict=True):
-            entity = _entity_for(item.tenant_id, entity_found, vector, cache)
+        for entity_found, vector in zip(found, prepared.entity_vectors, strict=True):
+            entity = _entity_for(tenant_id, entity_found, vector, cache)
             mentions[(entity.pk, entity_found.start)] = Mention(
-                tenant_id=item.tenant_id,
+                tenant_id=tenant_id,
                 item_id=item_id,
                 entity=entity,
                 text=entity_found.text[:200],
@@ -122,7 +186,7 @@ def extract_item(item_id: Any) -> bool:
         n = len(relations)
         created = CausalEdge.objects.bulk_create(
             CausalEdge(
-                tenant_id=item.tenant_id,
+                tenant_id=tenant_id,
                 item_id=item_id,
                 cause=rel.cause,
                 effect=rel.effect,
@@ -136,11 +200,11 @@ def extract_item(item_id: Any) -> bool:
             for i, (name, rel) in enumerate(relations)
         )
         # The old edges' links went with them (CASCADE); the new ones link now.
-        link_edges(item.tenant_id, created)
+        link_edges(tenant_id, created)
         MemoryItem.objects.filter(pk=item_id).update(
             extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
         )
-        delete_orphan_entities(item.tenant_id, previous)
+        delete_orphan_entities(tenant_id, previous)
     return True
 
 

@@ -264,12 +264,119 @@ def test_a_long_batch_is_handed_on_in_slices(world, access, django_capture_on_co
     second = remember(access, "The memory leak led to repeated restarts.", scope="agent").item
     OutboxMessage.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=False):
-        extract_items([str(first.pk), str(second.pk)], slice_seconds=0)
+        extract_items([str(first.pk), str(second.pk)], slice_seconds=0, batch=1)
     first.refresh_from_db()
     second.refresh_from_db()
     # One item per slice here: the first is done, the rest waits in the outbox.
     assert (first.extraction_status, second.extraction_status) == ("done", "pending")
     assert OutboxMessage.objects.get().args == [[str(second.pk)]]
+    OutboxMessage.objects.all().delete()
+    # A slice takes a whole batch: both fit in the first one.
+    with django_capture_on_commit_callbacks(execute=False):
+        extract_items([str(first.pk), str(second.pk)], slice_seconds=0, batch=2)
+    second.refresh_from_db()
+    assert second.extraction_status == "done"
+    assert not OutboxMessage.objects.exists()
+
+
+BATCH_TEXTS = [
+    "Verbose debug logging led to a full disk on db-1.",
+    "The database crash happened because of a full disk on db-1.",
+    "The database crash caused checkout failures for Acme's customers in Berlin.",
+    "Checkout failures resulted in lost revenue for the quarter.",
+    "Heavy fog caused the flight delay at the Lisbon airport.",
+    "Maria Gonzalez prefers window seats.",
+    "The flight delay happened because of heavy fog.",
+]
+
+
+def _derived(items: list[MemoryItem]) -> dict[str, object]:
+    """Everything extraction derived from ``items``, independent of row ids."""
+    import numpy as np
+
+    from memory.models import SpanLink
+
+    edges = CausalEdge.objects.filter(item__in=items)
+    by_id = {e.pk: (str(e.item_id), e.cause, e.effect) for e in edges}
+    return {
+        "mentions": sorted(
+            (str(m.item_id), m.entity.normalized, m.entity.label, m.text, m.start, m.end)
+            for m in Mention.objects.filter(item__in=items).select_related("entity")
+        ),
+        "edges": sorted(
+            (
+                str(e.item_id),
+                e.cause,
+                e.effect,
+                e.cue,
+                e.extractor,
+                tuple(e.cause_terms),
+                tuple(e.effect_terms),
+            )
+            for e in edges
+        ),
+        "vectors": {
+            (str(e.item_id), e.cause, e.effect): np.concatenate([e.cause_embedding, e.effect_embedding])
+            for e in edges
+        },
+        "entities": sorted(
+            (e.normalized, tuple(sorted(e.aliases)))
+            for e in Entity.objects.filter(mentions__item__in=items).distinct()
+        ),
+        "links": sorted(
+            (by_id[link.source_id], by_id[link.target_id], link.method)
+            for link in SpanLink.objects.filter(source_id__in=by_id, target_id__in=by_id)
+        ),
+        "status": sorted(
+            (str(i.pk), i.extraction_status) for i in MemoryItem.objects.filter(pk__in=[i.pk for i in items])
+        ),
+    }
+
+
+def test_batched_extraction_equals_extraction_item_by_item(world, access):
+    import numpy as np
+
+    from memory.extraction.pipeline import extract_item
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS]
+    for item in items:
+        extract_item(item.pk)
+    one_by_one = _derived(items)
+    Mention.objects.all().delete()
+    CausalEdge.objects.all().delete()
+    Entity.objects.all().delete()
+    MemoryItem.objects.update(extraction_status="pending")
+    extract_items([str(item.pk) for item in items], batch=len(items))
+    batched = _derived(items)
+    assert one_by_one["edges"] and one_by_one["links"] and one_by_one["mentions"]
+    for key in ("mentions", "edges", "entities", "links", "status"):
+        assert batched[key] == one_by_one[key], key
+    assert batched["vectors"].keys() == one_by_one["vectors"].keys()
+    for key, vector in one_by_one["vectors"].items():
+        assert np.allclose(batched["vectors"][key], vector, atol=1e-4)
+
+
+def test_one_failing_item_does_not_fail_its_batch(world, access, monkeypatch):
+    from memory.extraction import pipeline
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS[:3]]
+    real = pipeline.find_entities
+
+    def failing(text, doc):
+        if "checkout" in text:
+            raise RuntimeError("model failed on this text")
+        return real(text, doc)
+
+    monkeypatch.setattr(pipeline, "find_entities", failing)
+    with pytest.raises(RuntimeError, match="model failed"):  # called directly, the retry re-raises
+        extract_items([str(item.pk) for item in items])
+    statuses = {
+        i.content: (i.extraction_status, i.extraction_error)
+        for i in MemoryItem.objects.filter(pk__in=[i.pk for i in items])
+    }
+    assert statuses[BATCH_TEXTS[0]] == ("done", "")
+    assert statuses[BATCH_TEXTS[1]] == ("done", "")
+    assert statuses[BATCH_TEXTS[2]][0] == "pending" and "model failed" in statuses[BATCH_TEXTS[2]][1]
 
 
 def test_span_links_are_stored_on_write_and_follow_the_edges(world, access):

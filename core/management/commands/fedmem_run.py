@@ -23,6 +23,33 @@ from core.demo import demo_seed
 from core.env import env_int, env_str
 
 
+def default_web_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def web_command(python: str, options: dict[str, Any]) -> list[str]:
+    """One ASGI server process per core: request handling is Python under the GIL,
+    so a single process serializes every request on one core however many threads
+    it has. uvicorn forks ``--web-workers`` processes onto one listening socket."""
+    host, port = options["host"], str(options["port"])
+    if options["web_workers"] == 1:
+        # daphne, answering oversized request lines and headers (414/431)
+        return [python, "-m", "fedmem_site.serve", "-b", host, "-p", port, "fedmem_site.asgi:application"]
+    return [
+        python, "-m", "uvicorn", "fedmem_site.asgi:application", "--host", host, "--port", port,
+        "--workers", str(options["web_workers"]), "--no-access-log", "--lifespan", "off",
+        "--http", "fedmem_site.http_protocol:NoDelayH11Protocol",
+    ]  # fmt: skip
+
+
+def web_env() -> dict[str, str]:
+    env = os.environ.copy()
+    # Each web process takes its connections from a small pool (requests beyond it
+    # wait instead of opening more); the pool bounds the connection count.
+    env.setdefault("FEDMEM_DB_POOL_SIZE", "8")
+    return env
+
+
 class Command(BaseCommand):
     help = "Migrate, seed the demo tenant, and run the web server and a Celery worker together."
 
@@ -35,9 +62,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--concurrency", type=int, default=env_int("FEDMEM_WORKER_CONCURRENCY", 2, minimum=1)
         )
+        parser.add_argument(
+            "--web-workers",
+            type=int,
+            default=env_int("FEDMEM_WEB_WORKERS", default_web_workers(), minimum=1, maximum=64),
+            help="web server processes (default: one per core, up to 4)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
+        # The ONNX export (first start only) before the children, which would
+        # otherwise all wait on one of them making it.
+        call_command("fedmem_prepare_models")
         demo = None if options["no_demo"] or settings.PRODUCTION else demo_seed()
         python = sys.executable
         beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
@@ -65,19 +101,7 @@ class Command(BaseCommand):
                 # this process forwards SIGTERM below.
                 start_new_session=True,
             ),
-            "web": subprocess.Popen(  # noqa: S603
-                [
-                    python,
-                    "-m",
-                    "fedmem_site.serve",  # daphne, answering oversized request lines
-                    "-b",
-                    options["host"],
-                    "-p",
-                    str(options["port"]),
-                    "fedmem_site.asgi:application",
-                ],
-                env=os.environ.copy(),
-            ),
+            "web": subprocess.Popen(web_command(python, options), env=web_env()),  # noqa: S603
         }
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(self.style.SUCCESS(f"\nfedmem is starting at {url}  (API docs: {url}v1/docs)"))

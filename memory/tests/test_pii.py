@@ -1,0 +1,95 @@
+"""Personal-data detection: the same findings as the whole-document analysis it
+replaced, in bounded windows over the shared parse."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from memory.extraction.nlp import parse
+from memory.pii import OVERLAP_TOKENS, WINDOW_CHARS, detect_personal_data, windows
+
+FILLER = "The cache was cold because the deploy restarted every node in the cluster. "
+# Each text with the types the whole-document analysis found for it (recorded
+# before detection was windowed). Where it missed (555 numbers are not valid phone
+# numbers; an SSN-shaped number reads as a phone number) the record says so too:
+# windowing must not change what is found, better or worse.
+FOUND_BEFORE = {
+    "Contact dana.lee@example.org about the renewal.": ("EMAIL_ADDRESS",),
+    "Yesterday Maria Gonzalez approved the budget for the Lisbon team.": ("PERSON",),
+    "Call the on-call engineer at +1 415 555 0132 if the queue backs up.": (),
+    "The card on file is 4111 1111 1111 1111, expiring next year.": ("CREDIT_CARD",),
+    "Wire it to GB82 WEST 1234 5698 7654 32 before Friday.": ("IBAN_CODE",),
+    "The scanner came from 203.0.113.77 twice last night.": ("IP_ADDRESS",),
+    "His social security number is 078-05-1120 per the form.": ("PHONE_NUMBER",),
+    "Prefers window seats on long flights and quiet hotel rooms.": (),
+    "The payments API latency rose after the deploy because the cache was cold.": (),
+    "Alice Smith (alice@example.com) asked Bob Jones to call 212-555-0188 about 192.168.10.4.": (
+        "EMAIL_ADDRESS",
+        "IP_ADDRESS",
+        "PERSON",
+    ),
+    (FILLER * 220)[:15800] + " Finally, write to late.person@example.net or ask Priya Raman.": (
+        "EMAIL_ADDRESS",
+        "PERSON",
+    ),
+    (FILLER * 100) + "Jonathan Meyer phoned from +44 20 7946 0958. " + (FILLER * 100): (
+        "PERSON",
+        "PHONE_NUMBER",
+    ),
+    (FILLER * 220)[:16384]: (),
+    ("Alice Smith emailed bob@example.com about the outage. Call +1 415 555 0100. " * 220)[:16384]: (
+        "EMAIL_ADDRESS",
+        "PERSON",
+    ),
+}
+
+
+def test_detection_finds_what_the_whole_document_analysis_found():
+    texts = list(FOUND_BEFORE)
+    assert [f.types for f in detect_personal_data(texts)] == list(FOUND_BEFORE.values())
+    # One at a time (no batch) gives the same.
+    assert [detect_personal_data([t])[0].types for t in texts[-4:]] == list(FOUND_BEFORE.values())[-4:]
+    assert [f.personal_data for f in detect_personal_data(texts[:3])] == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        (FILLER * 220)[:16384],
+        # One sentence with no boundary to cut at, and one token longer than a window.
+        "word " * 3000,
+        "x" * (WINDOW_CHARS * 3) + " tail words here.",
+        "Short.",
+    ],
+)
+def test_windows_cover_the_document_in_bounded_overlapping_pieces(text):
+    doc = parse([text])[0]
+    pieces = windows(doc)
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(doc)
+    for (start, end), (next_start, _) in itertools.pairwise(pieces):
+        assert next_start <= end  # nothing skipped
+        assert end - next_start <= OVERLAP_TOKENS  # overlap, but bounded
+        assert next_start > start  # always moving on
+    for start, end in pieces:
+        span = doc[start:end]
+        assert end - start == 1 or span.end_char - span.start_char <= WINDOW_CHARS
+    # The length of a window, not of the text, bounds each analysis.
+    if len(text) > 10 * WINDOW_CHARS:
+        assert len(pieces) >= len(text) // WINDOW_CHARS
+
+
+def test_a_pattern_cut_by_a_window_edge_is_found_in_the_next():
+    # The card number straddles where a filler-only window would end.
+    lead = "word " * (WINDOW_CHARS // 5 - 3)
+    text = lead + "card 4111 1111 1111 1111 on file."
+    doc = parse([text])[0]
+    assert len(windows(doc)) > 1
+    assert detect_personal_data([text])[0].types == ("CREDIT_CARD",)
+
+
+def test_detection_and_extraction_share_one_parse():
+    text = "Maria Gonzalez moved the billing service to Lisbon because of latency."
+    detect_personal_data([text])
+    assert parse([text])[0] is parse([text])[0]
