@@ -85,7 +85,7 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 300
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:
                 if json.load(response).get("status") == "ready":
                     return proc
         except OSError:

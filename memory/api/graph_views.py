@@ -17,6 +17,7 @@ from memory.api import serializers as s
 from memory.api.views import ERRORS, _access, _parse
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
 from memory.reasoning import graph
+from memory.retrieval import graphrank
 from memory.retrieval.hybrid import RecallQuery
 from memory.services.supersession import memory_history, memory_revive, memory_supersede
 
@@ -36,7 +37,7 @@ def _view(access: MemoryAccess, data: dict[str, Any], scopes: tuple[str, ...] | 
 class DiscoverView(APIView):
     @extend_schema(
         tags=TAG,
-        summary="Facts connected to a query: seeds by hybrid recall, then entity and causal hops",
+        summary="Facts connected to a query, ranked by relevance fused with a graph score, with why",
         request=g.DiscoverSerializer,
         responses={200: g.DiscoverResponseSerializer, **ERRORS},
     )
@@ -66,13 +67,8 @@ def discover_facts(
         include_superseded=data["include_superseded"],
     )
     view = _view(access, data, scopes if isolate else None)
-    found = graph.discover(
-        access,
-        seeds,
-        view,
-        hops=data["hops"],
-        max_results=data["max_results"],
-        max_visited=data["max_visited"],
+    found = graphrank.rank(
+        access, seeds, view, hops=data["hops"], limit=data["max_results"], max_visited=data["max_visited"]
     )
     relations = graph.relations_of([f.item.pk for f in found])
     sessions = {f.item.pk: f.item.session_id for f in found}
@@ -85,6 +81,8 @@ def discover_facts(
             "hop": f.hop,
             "seed_id": str(f.seed_id),
             "cross_session": f.item.session_id != sessions.get(f.seed_id, f.item.session_id),
+            "score": f.score,
+            "why": f.why(),
             "path": f.path,
             "relations": relations[f.item.pk],
             "trust": "untrusted",

@@ -71,6 +71,7 @@ class AnswerFactSerializer(serializers.Serializer):
     content = serializers.CharField()
     kind = serializers.CharField(help_text="seed | causal | entity (discover) or recall.")
     score = serializers.FloatField(allow_null=True)
+    why = serializers.DictField(required=False, help_text="discover: why the fact ranked (see discover).")
     path = serializers.ListField(child=serializers.DictField())
     trust = serializers.CharField()
 
@@ -225,7 +226,8 @@ def answer_body(access: MemoryAccess, data: dict[str, Any]) -> dict[str, Any]:
                 "id": f["id"],
                 "content": f["content"],
                 "kind": f["kind"],
-                "score": None,
+                "score": f["score"],
+                "why": f["why"],
                 "path": f["path"],
                 "trust": "untrusted",
             }

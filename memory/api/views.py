@@ -488,23 +488,23 @@ def _routed_recall(
 
 
 def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
-    """Graph mode: the hybrid seeds, expanded over entity bridges and causal links in
-    the policy's readable scopes (or only the requested ones under strict isolation),
-    top_k in all. Expanded facts score below every seed, in discovery order."""
+    """Graph mode: the graph-aware ranking (memory.retrieval.graphrank) in the policy's
+    readable scopes (or only the requested ones under strict isolation), top_k in all."""
     from memory.reasoning import graph
+    from memory.retrieval import graphrank
 
     strict = access.policy.required_isolation == "strict"
     covered = rq.scopes if strict else read_scopes(access, None)
     view = graph.View(
         access, visible_q(access, covered, at=rq.as_of, include_superseded=rq.include_superseded)
     )
-    found = graph.discover(access, rq, view, hops=hops, max_results=rq.top_k, max_visited=rq.top_k * 10)
-    floor = min((f.score for f in found if f.kind == "seed"), default=1.0)
     results = []
-    for rank, f in enumerate(found):
-        hit = Hit(item=f.item, score=f.score if f.kind == "seed" else floor * 0.5 / (rank + 1))
+    for f in graphrank.rank(access, rq, view, hops=hops, limit=rq.top_k, max_visited=max(200, rq.top_k * 10)):
+        hit = Hit(f.item, f.score, f.similarity, f.vector_rank, f.keyword_rank)
         entry = _recall_result(hit)
-        entry["graph"] = {"kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path}
+        entry["graph"] = {
+            "kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path, "why": f.why(),
+        }  # fmt: skip
         results.append(entry)
     return results
 
