@@ -6,9 +6,12 @@ pytest-django creates the test database in it once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
+from django.db import transaction
 from rest_framework.test import APIClient
 
 from governance.models import Agent, Role, Tenant, User
@@ -54,6 +57,19 @@ class World:
     agent: Agent
     sibling: Agent  # same tenant, created by the admin
     foreign_agent: Agent  # other tenant
+
+
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """A transaction around one request, rolled back after it so the next request
+    starts from the same data. Marked like a test case's own transaction (Django's
+    ``_from_testcase``): code that checks it does not run inside a transaction of
+    its caller (the write pipeline's prepare step) sees what production sees."""
+    block = transaction.atomic()
+    block._from_testcase = True
+    with block:
+        yield
+        transaction.set_rollback(True)
 
 
 @pytest.fixture

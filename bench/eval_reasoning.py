@@ -53,10 +53,10 @@ def main() -> None:
 
     from governance.models import Agent, User
     from governance.services.tenancy import tenant_get_or_create
-    from memory.api.views import graph_recall
     from memory.enforcement import Keys, read_scopes, system_access, visible_q
     from memory.graph_datasets import cases
     from memory.models import MemoryItem
+    from memory.operations.recall import graph_recall
     from memory.reasoning import graph
     from memory.retrieval.hybrid import RecallQuery, retrieve
     from memory.services.graph_demo import graph_demo_load

@@ -4,7 +4,9 @@ calls the same service or selector. Adding a tool is one decorated function:
 
     @tool("what_if", g.WhatIfSerializer, "What would collapse if one fact were removed.", read_only=True)
     def what_if(call: ToolCall) -> dict[str, Any]:
-        return graph_views.what_if_body(call.access, call.data)
+        return graph.what_if(call.access, call.parsed.to_request()).body()
+
+Tools call memory.operations, never a REST view module.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from rest_framework import serializers
 from core.pagination import CursorPagination
 from governance.models.agents import AgentPermission
 from governance.selectors import access_agent
-from memory.api import graph_serializers as g
-from memory.api import graph_views
-from memory.api import knowledge as knowledge_views
-from memory.api import serializers as s
-from memory.api import views as memory_views
+from memory import graph_serializers as g
+from memory import knowledge_serializers as knowledge_args
+from memory import serializers as s
 from memory.enforcement import MemoryAccess
-from memory.selectors import memory_items_visible
-from memory.services import items as item_services
+from memory.operations import graph, memories
+from memory.operations import knowledge as knowledge_ops
+from memory.operations import recall as recall_ops
+from memory.operations.access import agent_memory_access
 from providers import services as provider_services
 from providers.api.serializers import FederatedRecallRequestSerializer
 
@@ -45,9 +47,14 @@ class ToolCall:
     def data(self) -> dict[str, Any]:
         return self.parsed.validated_data
 
+    @property
+    def args(self) -> Any:
+        """The parsed arguments, for their ``to_request()``."""
+        return self.parsed
+
     @cached_property
     def access(self) -> MemoryAccess:
-        return memory_views.agent_memory_access(self.principal, self.agent_id)
+        return agent_memory_access(self.principal, self.agent_id)
 
 
 Rows = Callable[[dict[str, Any]], list[Any]]
@@ -132,13 +139,9 @@ class ListArgs(s.ListQuerySerializer):
     "`{engine: {status, event_id, ...}}`, and queued means not yet settled.",
 )
 def remember(call: ToolCall) -> dict[str, Any]:
-    # The REST view's own path, engine routing included.
-    return memory_views.remember_written(
-        call.access,
-        call.parsed,  # type: ignore[arg-type]
-        idempotency_key=call.data.get("idempotency_key"),
-        trace_parent=None,
-    ).body
+    # The REST route's own operation, engine routing included.
+    request = call.args.to_request(idempotency_key=call.data.get("idempotency_key"), trace_parent=None)
+    return memories.remember(call.access, request).body()
 
 
 @tool(
@@ -150,7 +153,7 @@ def remember(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def recall(call: ToolCall) -> dict[str, Any]:
-    return memory_views.recall_body(call.access, call.data)
+    return recall_ops.recall(call.access, call.args.to_request()).body()
 
 
 @tool(
@@ -161,20 +164,17 @@ def recall(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def search(call: ToolCall) -> dict[str, Any]:
-    return memory_views.search_body(call.access, call.data)
+    return recall_ops.search(call.access, call.args.to_request()).body()
 
 
 @tool("update_memory", UpdateArgs, "Change a memory's content (history keeps the old text).")
 def update_memory(call: ToolCall) -> dict[str, Any]:
-    item = item_services.memory_update(
-        access=call.access, item_id=call.data["item_id"], content=call.data["content"]
-    )
-    return s.item_json(item)
+    return memories.update(call.access, call.data["item_id"], call.data["content"]).body()
 
 
 @tool("forget", ItemArgs, "Delete one memory (refused while it is under legal hold).", destructive=True)
 def forget(call: ToolCall) -> dict[str, Any]:
-    item_services.memory_forget(access=call.access, item_id=call.data["item_id"])
+    memories.forget(call.access, call.data["item_id"])
     return {"id": str(call.data["item_id"]), "forgotten": True}
 
 
@@ -207,20 +207,12 @@ def _cursor(link: str | None) -> str | None:
 )
 def list_memories(call: ToolCall) -> dict[str, Any]:
     data = call.data
-    include = data["include_content"]
-    items = memory_items_visible(
-        call.access,
-        scopes=[data["scope"]] if data.get("scope") else None,
-        kind=data.get("kind"),
-        session_id=data.get("session_id"),
-        user_id=data.get("user_id"),
-        include_content=include,
-    )
+    query = call.args.to_request()
     paginator = CursorPagination()
-    page = paginator.paginate_queryset(items, _Query(data))  # type: ignore[arg-type]
+    page = paginator.paginate_queryset(memories.memories(call.access, query), _Query(data))  # type: ignore[arg-type]
     assert page is not None
     return {
-        "results": [s.item_json(item, include_content=include) for item in page],
+        "results": memories.page_body(page, include_content=query.include_content),
         "next": _cursor(paginator.get_next_link()),
         "previous": _cursor(paginator.get_previous_link()),
     }
@@ -234,7 +226,7 @@ def list_memories(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def history(call: ToolCall) -> dict[str, Any]:
-    return graph_views.history_body(call.access, call.data["item_id"])
+    return graph.history(call.access, call.data["item_id"]).body()
 
 
 # --- graph ---------------------------------------------------------------------------
@@ -249,8 +241,7 @@ def history(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def discover(call: ToolCall) -> dict[str, Any]:
-    results, scopes = graph_views.discover_facts(call.access, call.data)
-    return {"results": results, "scopes": list(scopes)}
+    return graph.discover(call.access, call.args.to_request()).body()
 
 
 @tool(
@@ -261,7 +252,7 @@ def discover(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def trace(call: ToolCall) -> dict[str, Any]:
-    return graph_views.trace_body(call.access, call.data)
+    return graph.trace(call.access, call.args.to_request()).body()
 
 
 @tool(
@@ -272,7 +263,7 @@ def trace(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def causal_chain(call: ToolCall) -> dict[str, Any]:
-    return graph_views.causal_chain_body(call.access, call.data)
+    return graph.causal_chain(call.access, call.args.to_request()).body()
 
 
 @tool(
@@ -282,7 +273,7 @@ def causal_chain(call: ToolCall) -> dict[str, Any]:
     read_only=True,
 )
 def what_if(call: ToolCall) -> dict[str, Any]:
-    return graph_views.what_if_body(call.access, call.data)
+    return graph.what_if(call.access, call.args.to_request()).body()
 
 
 # --- federation ----------------------------------------------------------------------
@@ -316,32 +307,33 @@ def federated_recall(call: ToolCall) -> dict[str, Any]:
 
 @tool(
     "ingest_knowledge",
-    knowledge_views.IngestSerializer,
+    knowledge_args.IngestSerializer,
     "Ingest 1 to 50 texts into a knowledge dataset (chunked into document memories; under a cognee "
     "or hybrid policy the policy's knowledge engine takes them). build_graph also queues the graph "
     "build as a job.",
 )
 def ingest_knowledge(call: ToolCall) -> dict[str, Any]:
-    return knowledge_views.ingest_body(call.access, call.data, requested_by=call.principal, trace_parent=None)
+    request = call.args.to_request(trace_parent=None)
+    return knowledge_ops.ingest_knowledge(call.access, request, requested_by=call.principal).body()
 
 
 @tool(
     "search_knowledge",
-    knowledge_views.KnowledgeSearchSerializer,
+    knowledge_args.KnowledgeSearchSerializer,
     "Search knowledge datasets: CHUNKS (ranked chunks), lexical chunks, summaries, or a completion "
     "(a cited answer with the facts, entities and causal paths it used).",
     read_only=True,
 )
 def search_knowledge(call: ToolCall) -> dict[str, Any]:
-    return knowledge_views.knowledge_search_body(call.access, call.data, trace_parent=None)
+    return knowledge_ops.knowledge_search(call.access, call.args.to_request(trace_parent=None)).body()
 
 
 @tool(
     "answer",
-    knowledge_views.AnswerSerializer,
+    knowledge_args.AnswerSerializer,
     "Answer a question from memory: the facts and causal chain used and a cited answer "
     "(synthesizer builtin is deterministic, no model).",
     read_only=True,
 )
 def answer(call: ToolCall) -> dict[str, Any]:
-    return knowledge_views.answer_body(call.access, call.data)
+    return knowledge_ops.answer(call.access, call.args.to_request()).body()

@@ -8,7 +8,14 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from core.errors import Conflict, NotFound
+from core.errors import (
+    AgentInactive,
+    AgentNotFound,
+    ErasureRequestNotFound,
+    JobNotFound,
+    LegalHoldNotFound,
+    PolicyVersionNotFound,
+)
 from governance.models import (
     Agent,
     AgentPolicyVersion,
@@ -52,11 +59,11 @@ def access_agent(principal: Any, agent_id: Any, permission: str = AgentPermissio
     pk = as_uuid(agent_id)
     agent = agents_for(principal, permission).filter(pk=pk).first() if pk else None
     if agent is None:
-        raise NotFound("Agent not found.", code="agent_not_found")
+        raise AgentNotFound("Agent not found.")
     if permission == AgentPermission.CAN_INVOKE and not agent.is_active:
         # A deactivated agent keeps its memory for compliance, but nobody acts as it:
         # its own keys stop working and users holding can_invoke are refused too.
-        raise Conflict("This agent is deactivated; reactivate it to use its memory.", code="agent_inactive")
+        raise AgentInactive("This agent is deactivated; reactivate it to use its memory.")
     return agent
 
 
@@ -78,7 +85,7 @@ def access_job(user: Any, job_id: Any) -> Job:
     tenants = Membership.objects.filter(user=user).values("tenant_id")
     job = Job.objects.filter(pk=pk, tenant_id__in=tenants).first() if pk else None
     if job is None:
-        raise NotFound("Job not found.", code="job_not_found")
+        raise JobNotFound("Job not found.")
     return job
 
 
@@ -146,7 +153,7 @@ def access_legal_hold(tenant: Tenant, hold_id: Any) -> LegalHold:
     pk = as_uuid(hold_id)
     hold = legal_holds_for(tenant).filter(pk=pk).first() if pk else None
     if hold is None:
-        raise NotFound("Legal hold not found.", code="legal_hold_not_found")
+        raise LegalHoldNotFound("Legal hold not found.")
     return hold
 
 
@@ -162,7 +169,7 @@ def access_erasure_request(tenant: Tenant, request_id: Any) -> ErasureRequest:
     pk = as_uuid(request_id)
     found = erasure_requests_for(tenant).filter(pk=pk).first() if pk else None
     if found is None:
-        raise NotFound("Erasure request not found.", code="erasure_request_not_found")
+        raise ErasureRequestNotFound("Erasure request not found.")
     return found
 
 
@@ -184,6 +191,6 @@ def policy_diff(agent: Agent, old: int, new: int) -> list[dict[str, Any]]:
     """What changed from version ``old`` to ``new``: one row per differing key."""
     docs = policy_version_documents(agent)
     if old not in docs or new not in docs:
-        raise NotFound("Policy version not found.", code="policy_version_not_found")
+        raise PolicyVersionNotFound("Policy version not found.")
     a, b = docs[old], docs[new]
     return [{"key": key, "old": a.get(key), "new": b.get(key)} for key in b if a.get(key) != b.get(key)]

@@ -19,13 +19,13 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from core.errors import NotFound
-from core.vocabulary import Scope
+from core.errors import EntityNotFound, MemoryNotFound
 from governance.models import Agent, Tenant
 from governance.models.agents import AgentPermission
 from governance.selectors import agents_for, as_uuid, memory_policies_for_tenant
-from memory.enforcement import Actor, Keys, MemoryAccess, PolicyViolation, read_scopes, visible_q
+from memory.enforcement import Actor, Keys, MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryHistory, MemoryItem, Mention, Supersession
+from memory.readers import MemoryReader
 from memory.reasoning import graph
 from memory.retrieval.hybrid import RecallQuery, keyword_query, retrieve
 from memory.selectors import HEAVY_FIELDS
@@ -35,46 +35,11 @@ SEARCH_TOP_K = 50
 VALIDITY = ("current", "superseded", "all")
 
 
-@dataclass(frozen=True)
-class Reader:
-    """Every agent a console user may view in one tenant, each with its policy."""
-
-    tenant: Tenant
-    agents: tuple[Agent, ...]
-    accesses: tuple[MemoryAccess, ...]
-
-    def q(self, *, at: datetime | None = None, include_superseded: bool = False) -> Q:
-        parts = [
-            visible_q(access, _readable(access), at=at, include_superseded=include_superseded)
-            for access in self.accesses
-        ]
-        if not parts:
-            return Q(pk__in=[])
-        either = parts[0]
-        for part in parts[1:]:
-            either |= part
-        return either
-
-    def view(self, *, at: datetime | None = None, include_superseded: bool = False) -> graph.View:
-        """The traversal view of memory.reasoning over the union (tenant from any access)."""
-        if not self.accesses:
-            raise NotFound("Memory not found.", code="memory_not_found")
-        return graph.View(self.accesses[0], self.q(at=at, include_superseded=include_superseded))
-
-    def agent(self, agent_id: Any) -> Agent | None:
-        pk = as_uuid(agent_id)
-        return next((a for a in self.agents if a.pk == pk), None)
+# The console's reader is the read model every surface uses (memory.readers).
+Reader = MemoryReader
 
 
-def _readable(access: MemoryAccess) -> tuple[str, ...]:
-    try:
-        return read_scopes(access, None)
-    except PolicyViolation:
-        # A policy listing global without the grant: read the rest, never global.
-        return tuple(s for s in access.policy.read_scopes if s != Scope.GLOBAL)
-
-
-def console_reader(user: Any, tenant: Tenant) -> Reader:
+def console_reader(user: Any, tenant: Tenant) -> MemoryReader:
     """Three queries: the viewable agents, and the tenant's policies in force."""
     agents = tuple(agents_for(user, AgentPermission.VIEWER, tenant=tenant).order_by("name"))
     policies = memory_policies_for_tenant(tenant) if agents else {}
@@ -83,7 +48,7 @@ def console_reader(user: Any, tenant: Tenant) -> Reader:
         MemoryAccess(agent=a, policy=policies[a.pk], actor=actor, default_user_id=user.get_username())
         for a in agents
     )
-    return Reader(tenant=tenant, agents=agents, accesses=accesses)
+    return MemoryReader(tenant_id=tenant.pk, accesses=accesses, lenient=True)
 
 
 # --- listing and search -------------------------------------------------------------
@@ -213,7 +178,7 @@ def item_get(reader: Reader, item_id: Any) -> MemoryItem:
             .first()
         )
     if item is None:
-        raise NotFound("Memory not found.", code="memory_not_found")
+        raise MemoryNotFound("Memory not found.")
     return item
 
 
@@ -235,12 +200,12 @@ def item_detail(reader: Reader, item_id: Any) -> ItemDetail:
     )
     return ItemDetail(
         item=item,
-        history=list(MemoryHistory.objects.filter(tenant_id=reader.tenant.pk, item_id=item.pk)),
+        history=list(MemoryHistory.objects.filter(tenant_id=reader.tenant_id, item_id=item.pk)),
         supersedes=list(links.filter(new_item=item, old_item__in=visible_ids)),
         superseded_by=list(links.filter(old_item=item, new_item__in=visible_ids)),
-        edges=list(CausalEdge.objects.filter(tenant_id=reader.tenant.pk, item=item).order_by("id")),
+        edges=list(CausalEdge.objects.filter(tenant_id=reader.tenant_id, item=item).order_by("id")),
         mentions=list(
-            Mention.objects.filter(tenant_id=reader.tenant.pk, item=item)
+            Mention.objects.filter(tenant_id=reader.tenant_id, item=item)
             .select_related("entity")
             .order_by("start")
         ),
@@ -295,7 +260,7 @@ def overview(reader: Reader, *, activity: int = 12, failures: int = 8) -> Overvi
     )
     events = list(
         MemoryHistory.objects.filter(
-            tenant_id=reader.tenant.pk, agent_id__in=[a.pk for a in reader.agents]
+            tenant_id=reader.tenant_id, agent_id__in=[a.pk for a in reader.agents]
         ).order_by("-created_at", "-id")[:activity]
     )
     shown = {
@@ -384,7 +349,7 @@ def _around_items(reader: Reader, seeds: list[MemoryItem], out: Elements, at: da
     view = reader.view(include_superseded=True)
     visible = view.items()
     seed_ids = [s.pk for s in seeds]
-    tenant = reader.tenant.pk
+    tenant = reader.tenant_id
     mentions = list(
         Mention.objects.filter(tenant_id=tenant, item_id__in=seed_ids).select_related("entity").order_by("id")
     )
@@ -463,14 +428,14 @@ def graph_around(
     if item_id is not None:
         item = _items(visible.filter(pk=as_uuid(item_id))).first() if as_uuid(item_id) else None
         if item is None:
-            raise NotFound("Memory not found.", code="memory_not_found")
+            raise MemoryNotFound("Memory not found.")
         focus = out.item(item, at, focus=True)
         _around_items(reader, [item], out, at)
     elif entity_id is not None:
         entity = _visible_entity(reader, entity_id, visible)
         focus = out.entity(entity, focus=True)
         mentions = Mention.objects.filter(
-            tenant_id=reader.tenant.pk, entity=entity, item_id__in=visible.values("pk")
+            tenant_id=reader.tenant_id, entity=entity, item_id__in=visible.values("pk")
         ).order_by("-id")[:ENTITY_ITEMS]
         mentions = list(mentions)
         rows = {i.pk: i for i in _items(visible.filter(pk__in={m.item_id for m in mentions}))}
@@ -494,7 +459,7 @@ def _visible_entity(reader: Reader, entity_id: Any, visible: QuerySet[MemoryItem
         pk = None
     seen = Mention.objects.filter(entity_id=OuterRef("pk"), item_id__in=visible.values("pk"))
     entity = (
-        Entity.objects.filter(tenant_id=reader.tenant.pk, pk=pk)
+        Entity.objects.filter(tenant_id=reader.tenant_id, pk=pk)
         .filter(Exists(seen))
         .defer("embedding")
         .first()
@@ -502,7 +467,7 @@ def _visible_entity(reader: Reader, entity_id: Any, visible: QuerySet[MemoryItem
         else None
     )
     if entity is None:
-        raise NotFound("Entity not found.", code="entity_not_found")
+        raise EntityNotFound("Entity not found.")
     return entity
 
 

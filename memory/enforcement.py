@@ -21,7 +21,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from core.errors import Forbidden
+from core.errors import ErrorCode, Forbidden
 from core.vocabulary import AGENT_OWNED_SCOPES, Classification, Scope
 from governance.models import Agent
 from governance.models.agents import AgentPermission
@@ -31,7 +31,7 @@ from governance.selectors import access_agent
 
 
 class PolicyViolation(Forbidden):
-    code = "memory_policy_violation"
+    code = ErrorCode.MEMORY_POLICY_VIOLATION
 
     def __init__(self, rule: str, message: str, **details: Any) -> None:
         super().__init__(

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from core.errors import NotFound
+from core.errors import MemoryNotFound
 from core.vocabulary import Scope
 from governance.selectors import as_uuid
 from memory.enforcement import MemoryAccess, read_scopes, visible_q
@@ -53,7 +53,7 @@ def memory_item_get(access: MemoryAccess, item_id: Any) -> MemoryItem:
         q = visible_q(access, read_scopes(access, None))
         item = MemoryItem.objects.filter(q, pk=pk).defer(*HEAVY_FIELDS).first()
     if item is None:
-        raise NotFound("Memory not found.", code="memory_not_found")
+        raise MemoryNotFound("Memory not found.")
     return item
 
 

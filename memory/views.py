@@ -1,8 +1,8 @@
 """Console pages of the builtin memory: browser, item detail, causal trace and
 what-if, graph explorer (page + JSON), and the dashboard's memory overview.
 
-Thin: parse with a form, call one selector of memory.browse or memory.reasoning,
-render. Visibility always comes from memory.browse.console_reader (the agents the
+Thin: parse with a form, call one selector of memory.browse or one operation of
+memory.operations, render. Visibility always comes from memory.browse.console_reader (the agents the
 user may view, each through its policy); a foreign or invisible id is a 404.
 """
 
@@ -19,6 +19,7 @@ from core.errors import ApiError, NotFound, error_body
 from core.htmx import render_page
 from memory import browse
 from memory.forms import BrowseForm, GraphForm, TraceForm, WhatIfForm
+from memory.operations import graph as ops
 from memory.reasoning import graph
 
 TRACE_MAX_VISITED = 100
@@ -103,15 +104,15 @@ def memory_trace(request: HttpRequest, item_id: str) -> HttpResponse:
         # A retired fact traced "now" walks among retired facts too (else it has no chain);
         # with as_of, exactly what was current then.
         retired_now = data["as_of"] is None and item.invalid_at is not None
-        view = reader.view(at=data["as_of"], include_superseded=retired_now)
+        request_ = ops.TraceRequest(
+            direction=data["direction"] or graph.EFFECTS,
+            item_id=item.pk,
+            max_depth=data["max_depth"] or 5,
+            max_visited=TRACE_MAX_VISITED,
+            window=ops.Window(as_of=data["as_of"], include_superseded=retired_now),
+        )
         try:
-            result = graph.trace(
-                view,
-                direction=data["direction"] or graph.EFFECTS,
-                item_id=item.pk,
-                max_depth=data["max_depth"] or 5,
-                max_visited=TRACE_MAX_VISITED,
-            )
+            result = ops.trace(reader, request_).body()
         except NotFound:
             result = None  # not current at as_of: nothing to follow then
     else:
@@ -131,23 +132,24 @@ def memory_what_if(request: HttpRequest, item_id: str) -> HttpResponse:
     item = _item_or_404(reader, item_id)
     form = WhatIfForm(request.GET or None)
     status, result, origin = 200, None, ""
-    view = reader.view()
     if form.is_bound and not form.is_valid():
         status = 400
     else:
         data = form.cleaned_data if form.is_bound else {}
         direction = data.get("direction") or graph.EFFECTS
-        origin = data.get("origin") or _default_origin(view, item.pk)
+        origin = data.get("origin") or _default_origin(reader, item.pk)
         if origin:
             try:
-                result = graph.what_if(
-                    view,
-                    item_id=item.pk,
-                    origin=origin,
-                    direction=direction,
-                    max_depth=5,
-                    max_visited=TRACE_MAX_VISITED,
-                )
+                result = ops.what_if(
+                    reader,
+                    ops.WhatIfRequest(
+                        item_id=item.pk,
+                        origin=origin,
+                        direction=direction,
+                        max_depth=5,
+                        max_visited=TRACE_MAX_VISITED,
+                    ),
+                ).body()
             except NotFound:
                 result = None  # the fact is retired: nothing current depends on it
     context = {"item": item, "form": form, "result": result, "origin": origin}
@@ -156,15 +158,18 @@ def memory_what_if(request: HttpRequest, item_id: str) -> HttpResponse:
     )
 
 
-def _default_origin(view: graph.View, item_id: Any) -> str:
+def _default_origin(reader: browse.Reader, item_id: Any) -> str:
     """The root cause of the fact's first edge: the natural start of its chain."""
-    edge = view.edges().filter(item_id=item_id).order_by("id").first()
+    edge = reader.view().edges().filter(item_id=item_id).order_by("id").first()
     if edge is None:
         return ""
     try:
-        traced = graph.trace(
-            view, direction=graph.CAUSES, item_id=item_id, max_depth=5, max_visited=TRACE_MAX_VISITED
-        )
+        traced = ops.trace(
+            reader,
+            ops.TraceRequest(
+                direction=graph.CAUSES, item_id=item_id, max_depth=5, max_visited=TRACE_MAX_VISITED
+            ),
+        ).body()
     except NotFound:
         return edge.cause
     roots = traced["root_causes"]

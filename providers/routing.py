@@ -26,11 +26,17 @@ from typing import Any
 
 from django.conf import settings
 
-from core.errors import Unprocessable
+from core.errors import (
+    MemoryCapabilityUnsupported,
+    MemoryEngineCredentialMissing,
+    MemoryEngineMissing,
+    MemoryEngineRefused,
+    MemoryIsolationInsufficient,
+)
 from governance.models import Agent, AgentPolicyVersion
 from governance.selectors import memory_policy_from_stored
 from memory.enforcement import MemoryAccess
-from memory.engines import BUILTIN, EnginePlan
+from memory.engines import BUILTIN, EnginePlan, FederatedGroup, FederatedRecall
 from providers import federation, services
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.models import EngineInstance
@@ -63,9 +69,8 @@ def policy_plan(agent: Agent) -> EnginePlan:
 def _engine(agent: Agent, engine_id: str, operation: str, required_isolation: str) -> EngineInstance:
     engine = EngineInstance.objects.visible_to_tenant(agent.tenant).filter(pk=engine_id).first()
     if engine is None:
-        raise Unprocessable(
+        raise MemoryEngineMissing(
             f"The agent's policy names engine {engine_id!r}, which no longer exists.",
-            code="memory_engine_missing",
             details={"engine_id": engine_id},
         )
     announcement = services.announcement_for(engine)
@@ -79,25 +84,19 @@ def _perform(engine: EngineInstance, agent: Agent, operation: str, ctx: Any, **k
     try:
         return adapter.perform(operation, ctx, **kwargs)
     except CapabilityUnsupported as exc:
-        raise Unprocessable(
+        raise MemoryCapabilityUnsupported(
             exc.message,
-            code="memory_capability_unsupported",
             details={"engine_id": engine.id, "operation": operation},
         ) from None
     except AdapterError as exc:
         if exc.reason == "credential_missing":
-            raise Unprocessable(
-                exc.message, code="memory_engine_credential_missing", details={"engine_id": engine.id}
-            ) from None
+            raise MemoryEngineCredentialMissing(exc.message, details={"engine_id": engine.id}) from None
         if exc.reason == "isolation_insufficient":
-            raise Unprocessable(
-                exc.message, code="memory_isolation_insufficient", details={"engine_id": engine.id}
-            ) from None
+            raise MemoryIsolationInsufficient(exc.message, details={"engine_id": engine.id}) from None
         if exc.reason in ("not_found", "request_refused") and not exc.retryable:
             # The engine answered, and said no to this request (e.g. an unknown dataset).
-            raise Unprocessable(
+            raise MemoryEngineRefused(
                 exc.message,
-                code="memory_engine_refused",
                 details={"engine_id": engine.id, "reason": exc.reason},
             ) from None
         raise services.engine_unavailable(exc, engine.id) from None
@@ -171,7 +170,7 @@ class Router:
         user_id: str | None,
         session_id: str | None,
         trace_parent: str | None,
-    ) -> dict[str, Any]:
+    ) -> FederatedRecall:
         engine_ids = [BUILTIN, *(e for e in (plan.memory_engine, plan.knowledge_engine) if e)]
         for engine_id in engine_ids[1:]:
             _engine(access.agent, engine_id, "recall", plan.required_isolation)
@@ -185,8 +184,18 @@ class Router:
             session_id=session_id,
             trace_parent=trace_parent,
         )
-        result["results"] = merge_by_content(result["results"])[:top_k]
-        return result
+        groups = [
+            FederatedGroup(
+                text=g["text"],
+                kind=g["kind"],
+                kinds=g["kinds"],
+                matches=g["matches"],
+                rrf_score=g["rrf_score"],
+                conflict=g["conflict"],
+            )
+            for g in merge_by_content(result["results"])[:top_k]
+        ]
+        return FederatedRecall(groups=groups, status=result["status"], sources=result["sources"])
 
     def knowledge(
         self,

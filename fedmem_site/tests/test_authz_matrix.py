@@ -42,11 +42,10 @@ from typing import Any
 
 import pytest
 import yaml
-from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from conftest import bearer
+from conftest import bearer, rolled_back
 from governance.models import Candidate, ErasureRequest, Job, LegalHold, Role
 from governance.services.agents import agent_update, api_key_create, api_key_revoke
 from governance.services.candidates import candidate_import
@@ -433,9 +432,8 @@ def _send(probe: Probe, operation: str, row: dict[str, Any], relation: str, role
         kwargs["data"] = request.get("query") or {}
     elif "json" in request or method in ("post", "put", "patch"):
         kwargs = {"data": request.get("json", {}), "format": "json"}
-    with transaction.atomic():
+    with rolled_back():
         response = getattr(client, method)(url, **kwargs)
-        transaction.set_rollback(True)
     return response
 
 

@@ -20,6 +20,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
+from conftest import rolled_back
 from fedmem_site.tests.test_authz_matrix import (  # noqa: F401  (fixtures)
     ROLES,
     engine_server,
@@ -141,7 +142,7 @@ def test_fuzz_every_operation(probe, keep_connection, capsys):  # noqa: F811
             def run(case):
                 nonlocal cases
                 cases += 1
-                with transaction.atomic():
+                with rolled_back():
                     try:
                         response = case.call_and_validate(headers=headers, checks=op_checks)
                     except (Exception, BaseExceptionGroup) as exc:

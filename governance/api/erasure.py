@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import Conflict, NotFound
+from core.errors import ErasureNotCompleted, ErasureRequestNotFound, NotFound
 from governance.api import serializers as s
 from governance.models import ErasureRequest, Role
 from governance.models.agents import AgentPermission
@@ -39,7 +39,7 @@ def _request(request: Request, request_id: str) -> ErasureRequest:
     qs = ErasureRequest.objects.select_related("job", "requested_by")
     found = qs.filter(pk=pk, tenant=request.tenant).first() if pk else None
     if found is None:
-        raise NotFound("Erasure request not found.", code="erasure_request_not_found")
+        raise ErasureRequestNotFound("Erasure request not found.")
     return found
 
 
@@ -111,7 +111,7 @@ class ErasureCertificateView(APIView):
     def get(self, request: Request, request_id: str) -> HttpResponse:
         found = _request(request, request_id)
         if found.status != ErasureRequest.Status.COMPLETED:
-            raise Conflict("The erasure has not completed yet.", code="erasure_not_completed")
+            raise ErasureNotCompleted("The erasure has not completed yet.")
         response = HttpResponse(
             json.dumps(found.certificate, indent=2, sort_keys=True), content_type="application/json"
         )

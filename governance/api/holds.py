@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import NotFound
+from core.errors import LegalHoldNotFound, NotFound
 from governance.api import serializers as s
 from governance.models import LegalHold, Role
 from governance.models.agents import AgentPermission
@@ -32,7 +32,7 @@ def _hold(request: Request, hold_id: str) -> LegalHold:
     pk = as_uuid(hold_id)
     hold = LegalHold.objects.filter(pk=pk, tenant=request.tenant).first() if pk else None
     if hold is None:
-        raise NotFound("Legal hold not found.", code="legal_hold_not_found")
+        raise LegalHoldNotFound("Legal hold not found.")
     return hold
 
 

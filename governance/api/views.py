@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import Forbidden, InvalidInput, NotFound
+from core.errors import ApiKeyNotFound, Forbidden, InvalidInput, NoTenant
 from core.pagination import CursorPagination
 from governance.api import serializers as s
 from governance.filtersets import AuditEventFilterSet
@@ -41,7 +41,7 @@ ADMINS = (Role.PLATFORM_ADMIN, Role.TENANT_ADMIN)
 def _tenant_or_403(request: Request) -> Any:
     tenant = getattr(request, "tenant", None)
     if tenant is None:
-        raise Forbidden("You are not a member of any tenant.", code="no_tenant")
+        raise NoTenant("You are not a member of any tenant.")
     return tenant
 
 
@@ -141,7 +141,7 @@ def _key_or_404(keys: Any, key_id: str) -> ApiKey:
     pk = as_uuid(key_id)
     key = keys.filter(pk=pk).first() if pk else None
     if key is None:
-        raise NotFound("API key not found.", code="api_key_not_found")
+        raise ApiKeyNotFound("API key not found.")
     return key
 
 

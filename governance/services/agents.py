@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, get_user_perms, remove_perm
 
-from core.errors import Conflict, InvalidInput
+from core.errors import AgentExists, InvalidInput, NotAMember, TooManyKeys
 from governance.authentication import KEY_PREFIX, hash_key
 from governance.models import Agent, ApiKey, Membership, Tenant, User
 from governance.models.agents import AgentPermission
@@ -31,9 +31,7 @@ def agent_create(*, tenant: Tenant, name: str, description: str = "", created_by
                 tenant=tenant, name=name, description=description, created_by=created_by
             )
     except IntegrityError as exc:
-        raise Conflict(
-            f"An agent named {name!r} already exists in this tenant.", code="agent_exists"
-        ) from exc
+        raise AgentExists(f"An agent named {name!r} already exists in this tenant.") from exc
     if created_by is not None:
         for permission in AgentPermission:
             assign_perm(f"governance.{permission}", created_by, agent)
@@ -67,9 +65,7 @@ def agent_update(
         with transaction.atomic():
             agent.save()
     except IntegrityError as exc:
-        raise Conflict(
-            f"An agent named {agent.name!r} already exists in this tenant.", code="agent_exists"
-        ) from exc
+        raise AgentExists(f"An agent named {agent.name!r} already exists in this tenant.") from exc
     changed = {k: v for k, v in {"name": name, "is_active": is_active}.items() if v is not None}
     audit_record(tenant=agent.tenant, actor=actor, action="agent.updated", target=agent, data=changed)
     return agent
@@ -79,7 +75,7 @@ def agent_update(
 def agent_grant(*, agent: Agent, user: User, permission: str, actor: Any) -> None:
     if not Membership.objects.filter(user=user, tenant=agent.tenant).exists():
         # A grant to an outsider would be inert (the gate requires membership); refuse it loudly.
-        raise InvalidInput("That user is not a member of the agent's tenant.", code="not_a_member")
+        raise NotAMember("That user is not a member of the agent's tenant.")
     if str(AgentPermission(permission)) not in get_user_perms(user, agent):
         assign_perm(f"governance.{AgentPermission(permission)}", user, agent)
         audit_record(
@@ -132,7 +128,7 @@ def api_key_create(
         else ApiKey.objects.active().filter(user=user, tenant=tenant)
     )
     if owner_keys.count() >= MAX_ACTIVE_KEYS:
-        raise Conflict(f"At most {MAX_ACTIVE_KEYS} active keys; revoke one first.", code="too_many_keys")
+        raise TooManyKeys(f"At most {MAX_ACTIVE_KEYS} active keys; revoke one first.")
     prefix, secret = _new_secret()
     key = ApiKey.objects.create(
         tenant=tenant,

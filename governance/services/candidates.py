@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Conflict, Forbidden, InvalidInput
+from core.errors import CandidatePromoted, ErrorCode, InvalidInput, NotCandidateOwner, field_error
 from core.vocabulary import Kind, RecordKind
 from governance.models import Agent, Candidate, Membership, Role
 from governance.permissions import has_role
@@ -26,11 +26,7 @@ REFUSED_RECORD_KINDS = frozenset({"checkpoint", "langgraph_checkpoint"})
 
 
 class CandidateRefused(InvalidInput):
-    code = "candidate_refused"
-
-
-def _invalid(field: str, message: str) -> InvalidInput:
-    return InvalidInput(f"Invalid input: {field}.", details={"fields": {field: [message]}})
+    code = ErrorCode.CANDIDATE_REFUSED
 
 
 def candidate_record_kind(record_kind: str) -> str:
@@ -40,7 +36,7 @@ def candidate_record_kind(record_kind: str) -> str:
         raise CandidateRefused(
             "LangGraph checkpoints are execution state, not memory; they are never imported.",
             details={"fields": {"record_kind": ["checkpoints are refused"]}},
-            code="checkpoint_refused",
+            code=ErrorCode.CHECKPOINT_REFUSED,
         )
     if record_kind not in RecordKind.values:
         raise CandidateRefused(
@@ -67,7 +63,7 @@ def candidate_import(
     covers it; an already imported record is returned as it is)."""
     candidate_record_kind(record_kind)
     if not content.strip():
-        raise _invalid("content", "empty")
+        raise field_error("content", "empty")
     if erasure_fenced(
         tenant_id=agent.tenant_id, subject=subject, captured_at=captured_at, content_hash=content_hash
     ):
@@ -105,20 +101,19 @@ def reviewer_role(actor: Any, candidate: Candidate) -> str:
         return Candidate.ReviewedAs.SUBJECT
     if has_role(actor, candidate.tenant_id, [Role.TENANT_ADMIN]):
         return Candidate.ReviewedAs.TENANT_ADMIN
-    raise Forbidden(
+    raise NotCandidateOwner(
         "Only the person the record is about, or a tenant admin acting for them, may review it.",
-        code="not_candidate_owner",
     )
 
 
 @transaction.atomic
 def candidate_review(*, candidate: Candidate, actor: Any, decision: str, reason: str) -> Candidate:
     if decision not in ("approve", "reject"):
-        raise _invalid("decision", "must be approve or reject")
+        raise field_error("decision", "must be approve or reject")
     reviewed_as = reviewer_role(actor, candidate)
     candidate = Candidate.objects.select_for_update().get(pk=candidate.pk)
     if candidate.status == Candidate.Status.PROMOTED:
-        raise Conflict("This candidate was already promoted.", code="candidate_promoted")
+        raise CandidatePromoted("This candidate was already promoted.")
     candidate.status = Candidate.Status.APPROVED if decision == "approve" else Candidate.Status.REJECTED
     candidate.reviewed_by = actor
     candidate.reviewed_as = reviewed_as

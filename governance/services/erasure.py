@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Forbidden, InvalidInput
+from core.errors import Forbidden, field_error
 from core.tasks import enqueue_on_commit
 from governance.models import Agent, ErasureFence, ErasureRequest, Job, Role, Tenant
 from governance.permissions import has_role
@@ -73,8 +73,7 @@ def subject_deleters() -> dict[str, SubjectDeleter]:
     return dict(_DELETERS)
 
 
-def invalid_field(name: str, message: str) -> InvalidInput:
-    return InvalidInput(f"Invalid input: {name}.", details={"fields": {name: [message]}})
+invalid_field = field_error  # the one field-error helper (core.errors)
 
 
 @transaction.atomic

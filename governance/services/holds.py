@@ -13,15 +13,13 @@ from django.apps import apps
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Conflict, Forbidden, InvalidInput
+from core.errors import Forbidden, LegalHoldReleased, TwoPersonRule, field_error
 from core.vocabulary import Scope
 from governance.models import Agent, LegalHold, Role, Tenant
 from governance.permissions import has_role
 from governance.services.audit import audit_record, subject_hash
 
-
-def invalid_field(field: str, message: str) -> InvalidInput:
-    return InvalidInput(f"Invalid input: {field}.", details={"fields": {field: [message]}})
+invalid_field = field_error  # the one field-error helper (core.errors)
 
 
 def _require_officer(actor: Any, tenant: Tenant) -> None:
@@ -94,11 +92,10 @@ def legal_hold_release(*, hold: LegalHold, actor: Any, reason: str) -> LegalHold
     _require_officer(actor, hold.tenant)
     hold = LegalHold.objects.select_for_update().get(pk=hold.pk)
     if hold.released_at is not None:
-        raise Conflict("This legal hold was already released.", code="legal_hold_released")
+        raise LegalHoldReleased("This legal hold was already released.")
     if hold.placed_by_id == actor.pk:
-        raise Forbidden(
+        raise TwoPersonRule(
             "A legal hold must be released by a second security officer, not the one who placed it.",
-            code="two_person_rule",
         )
     hold.released_by = actor
     hold.released_at = timezone.now()

@@ -15,7 +15,7 @@ from django.apps import apps
 from django.db import transaction
 from django.db.models import Max
 
-from core.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, PolicyVersionNotFound, field_error
 from governance.models import Agent, AgentPolicyVersion, User
 from governance.policy import DEFAULT_POLICY, MemoryPolicy, PolicyError
 from governance.services.audit import audit_record
@@ -29,10 +29,6 @@ _ENGINE_INSTANCES = {
 _INSTANCE_PROVIDER = {"mem0_instance": "mem0", "cognee_instance": "cognee"}
 
 
-def _invalid(field: str, message: str) -> InvalidInput:
-    return InvalidInput(f"Invalid input: {field}.", details={"fields": {field: [message]}})
-
-
 def _validated_engine(*, agent: Agent, engine: str, mem0_instance: str, cognee_instance: str) -> None:
     """The engine choice names instances that exist for the agent's tenant.
 
@@ -40,18 +36,18 @@ def _validated_engine(*, agent: Agent, engine: str, mem0_instance: str, cognee_i
     looked up through the app registry instead of imported.
     """
     if engine not in AgentPolicyVersion.Engine.values:
-        raise _invalid("engine", "must be one of " + ", ".join(AgentPolicyVersion.Engine.values))
+        raise field_error("engine", "must be one of " + ", ".join(AgentPolicyVersion.Engine.values))
     given = {"mem0_instance": mem0_instance, "cognee_instance": cognee_instance}
     required = _ENGINE_INSTANCES.get(AgentPolicyVersion.Engine(engine), ())
     for field in required:
         if not given[field]:
-            raise _invalid(field, f"required when engine is {engine!r}")
+            raise field_error(field, f"required when engine is {engine!r}")
     if engine == AgentPolicyVersion.Engine.HYBRID and not (mem0_instance or cognee_instance):
-        raise _invalid("mem0_instance", "hybrid needs mem0_instance or cognee_instance")
+        raise field_error("mem0_instance", "hybrid needs mem0_instance or cognee_instance")
     if engine == AgentPolicyVersion.Engine.BUILTIN:
         for field, value in given.items():
             if value:
-                raise _invalid(field, "must be empty when engine is 'builtin'")
+                raise field_error(field, "must be empty when engine is 'builtin'")
     engine_model = apps.get_model("providers", "EngineInstance")
     for field, value in given.items():
         if value and not (
@@ -59,7 +55,7 @@ def _validated_engine(*, agent: Agent, engine: str, mem0_instance: str, cognee_i
             .filter(pk=value, provider=_INSTANCE_PROVIDER[field])
             .exists()
         ):
-            raise _invalid(field, f"no {_INSTANCE_PROVIDER[field]} engine instance {value!r}")
+            raise field_error(field, f"no {_INSTANCE_PROVIDER[field]} engine instance {value!r}")
 
 
 def _latest(agent: Agent) -> AgentPolicyVersion | None:
@@ -170,7 +166,7 @@ def policy_version_restore(*, agent: Agent, version: int, actor: Any, note: str 
     """Make a new version equal to an old one (history is never rewritten)."""
     old = AgentPolicyVersion.objects.filter(agent=agent, version=version).first()
     if old is None:
-        raise NotFound(f"Policy version {version} does not exist.", code="policy_version_not_found")
+        raise PolicyVersionNotFound(f"Policy version {version} does not exist.")
     return _store(
         agent=agent,
         actor=actor,

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import Forbidden, InvalidInput, NotFound
+from core.errors import CandidateNotFound, InvalidInput, NoTenant
 from core.vocabulary import RecordKind
 from governance.models import Candidate
 from governance.models.agents import AgentPermission
@@ -80,7 +80,7 @@ def _candidate(request: Request, candidate_id: str) -> Candidate:
     pk = as_uuid(candidate_id)
     found = _visible(request).filter(pk=pk).first() if pk else None
     if found is None:
-        raise NotFound("Candidate not found.", code="candidate_not_found")
+        raise CandidateNotFound("Candidate not found.")
     return found
 
 
@@ -103,7 +103,7 @@ class CandidateListView(APIView):
     )
     def get(self, request: Request) -> Response:
         if request.tenant is None:
-            raise Forbidden("You are not a member of any tenant.", code="no_tenant")
+            raise NoTenant("You are not a member of any tenant.")
         qs = _visible(request)
         params = request.query_params
         for param, allowed in (("kind", RecordKind.values), ("status", Candidate.Status.values)):

@@ -66,7 +66,7 @@ def _editor_agent(request: Request, agent_id: str) -> Agent:
         return access_agent(request.user, agent_id, AgentPermission.EDITOR)
     except NotFound:
         access_agent(request.user, agent_id, AgentPermission.VIEWER)  # 404 for everyone else
-        raise Forbidden("Reviewing contradictions needs the editor role.", code="permission_denied") from None
+        raise Forbidden("Reviewing contradictions needs the editor role.") from None
 
 
 class ContradictionListView(generics.GenericAPIView):

@@ -21,7 +21,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
-from core.errors import NotFound
+from core.errors import MemoryNotFound
 from governance.selectors import as_uuid
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
@@ -161,7 +161,7 @@ def visible_item(view: View, item_id: Any) -> MemoryItem:
     pk = as_uuid(item_id)
     item = view.items().filter(pk=pk).defer("embedding", "search_vector").first() if pk else None
     if item is None:
-        raise NotFound("Memory not found.", code="memory_not_found")
+        raise MemoryNotFound("Memory not found.")
     return item
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.errors import NotFound
+from core.errors import SynthesizerNotFound
 
 BUILTIN_SYNTHESIZER = "builtin"
 MAX_CONTEXT_FACTS = 30
@@ -155,7 +155,7 @@ def synthesizer_for(agent: Any, name: str | None) -> Synthesizer:
     if not name or name == BUILTIN_SYNTHESIZER:
         return DeterministicSynthesizer()
     if _resolver is None:
-        raise NotFound("No such synthesizer.", code="synthesizer_not_found")
+        raise SynthesizerNotFound("No such synthesizer.")
     return _resolver(agent, name)
 
 

@@ -234,7 +234,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         rrf = "0::float8" if linear else "coalesce(1.0 / (%s + vr.r), 0) + coalesce(1.0 / (%s + kr.r), 0)"
         fused = (
             "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore, "
-            f"coalesce(kr.coverage, 0) AS kcoverage, {rrf} AS base "  # noqa: S608 - fixed fragments
+            f"coalesce(kr.coverage, 0) AS kcoverage, {rrf} AS base "
             "FROM vr FULL OUTER JOIN kr ON vr.id = kr.id"
         )
         if not linear:

@@ -20,14 +20,14 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from core.errors import Conflict, NotFound
+from core.errors import ApiError, ContradictionNotFound, ContradictionUndone
 from core.vocabulary import Scope
 from governance.services.audit import audit_record
 from memory.contradictions import get_resolver
 from memory.enforcement import MemoryAccess, modifiable_q
 from memory.models import ContradictionDecision, MemoryHistory, MemoryItem, Supersession
-from memory.services.items import _history, _prepare, _store
-from memory.services.supersession import _successor_draft, retire
+from memory.services.supersession import retire, successor_draft
+from memory.services.write import Prepared, history_row, prepare, store
 
 # Current facts compared with each write (the nearest by embedding).
 CANDIDATES = 10
@@ -102,7 +102,7 @@ def _revive_reasserted(access: MemoryAccess, item: MemoryItem) -> list[str]:
     now = timezone.now()
     for old in retired:
         Supersession.objects.filter(old_item=old, reverted_at__isnull=True).update(reverted_at=now)
-        _history(access, old, MemoryHistory.Event.REVIVED, details={"new_item_id": str(item.pk)}).save()
+        history_row(access, old, MemoryHistory.Event.REVIVED, details={"new_item_id": str(item.pk)}).save()
     return [str(old.pk) for old in retired]
 
 
@@ -121,26 +121,36 @@ def contradiction_get(agent: Any, decision_id: Any) -> ContradictionDecision:
         pk = int(str(decision_id))
     found = contradictions_for(agent).filter(pk=pk).first() if pk else None
     if found is None:
-        raise NotFound("Contradiction decision not found.", code="contradiction_not_found")
+        raise ContradictionNotFound("Contradiction decision not found.")
     return found
 
 
 def contradiction_undo(*, access: MemoryAccess, decision_id: Any, user: Any) -> ContradictionDecision:
     """Undo a decision: the old fact is current again (re-asserted as a new item, so
-    ``as_of`` stays exact) and its retirement is marked reverted; the new fact stays."""
+    ``as_of`` stays exact) and its retirement is marked reverted; the new fact stays.
+
+    The restored copy is prepared (detection, embedding) before the transaction that
+    locks the decision and the old row; the decision is re-read under the lock, so an
+    undo that raced another finds it undone and stores nothing."""
+    decision = contradiction_get(access.agent, decision_id)
+    if decision.status == ContradictionDecision.Status.UNDONE:
+        raise ContradictionUndone("This decision was already undone.")
+    old = MemoryItem.objects.get(pk=decision.old_item_id)
+    prepared: Prepared | None = None
+    if old.invalid_at is not None:
+        found = prepare(access, [successor_draft(old, old.content)])[0]
+        if isinstance(found, ApiError):
+            raise found
+        prepared = found
     with transaction.atomic():
-        decision = contradiction_get(access.agent, decision_id)
         decision = ContradictionDecision.objects.select_for_update().get(pk=decision.pk)
         if decision.status == ContradictionDecision.Status.UNDONE:
-            raise Conflict("This decision was already undone.", code="contradiction_undone")
+            raise ContradictionUndone("This decision was already undone.")
         old = MemoryItem.objects.select_for_update().get(pk=decision.old_item_id)
         restored = None
-        if old.invalid_at is not None:
-            prepared = _prepare(access, [_successor_draft(old, old.content)])[0]
-            if isinstance(prepared, Exception):
-                raise prepared
-            restored = _store(access, [prepared], "contradiction-undo")[0].item
-            _history(
+        if old.invalid_at is not None and prepared is not None:
+            restored = store(access, [prepared], "contradiction-undo")[0].item
+            history_row(
                 access,
                 old,
                 MemoryHistory.Event.REVIVED,

@@ -18,7 +18,15 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from core.errors import ApiError, Conflict, InvalidInput, NotFound
+from core.errors import (
+    ApiError,
+    Conflict,
+    ErrorCode,
+    KnowledgeDatasetEngineChanged,
+    KnowledgeDatasetExists,
+    KnowledgeDatasetNotFound,
+    field_error,
+)
 from core.tasks import enqueue_on_commit
 from core.vocabulary import Classification, Kind, RecordKind, Scope
 from governance.models import Job
@@ -49,14 +57,10 @@ _DATASET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def _field_error(name: str, message: str, code: str = "validation_error") -> InvalidInput:
-    return InvalidInput(f"Invalid input: {name}.", details={"fields": {name: [message]}}, code=code)
-
-
 def check_dataset_name(name: str) -> str:
     # Cognee names datasets <tenant>__<name>: a double underscore would blur the prefix.
     if not _DATASET_NAME.fullmatch(name or "") or "__" in name:
-        raise _field_error(
+        raise field_error(
             "dataset_id",
             "1 to 100 characters: lower-case letters, digits, '-' and '_' (no '__'), starting alphanumeric.",
         )
@@ -117,7 +121,7 @@ def dataset_get(access: MemoryAccess, name: str, *, own: bool = False) -> Datase
         qs = qs.filter(agent_id=access.agent.pk)
     dataset = qs.filter(name=name).first()
     if dataset is None:
-        raise NotFound("Dataset not found.", code="knowledge_dataset_not_found")
+        raise KnowledgeDatasetNotFound("Dataset not found.")
     return dataset
 
 
@@ -128,9 +132,7 @@ def _datasets_named(access: MemoryAccess, names: list[str] | None) -> list[Datas
     found = {d.name: d for d in visible.filter(name__in=names)}
     missing = [name for name in names if name not in found]
     if missing:
-        raise NotFound(
-            "Dataset not found.", code="knowledge_dataset_not_found", details={"dataset_ids": missing}
-        )
+        raise KnowledgeDatasetNotFound("Dataset not found.", details={"dataset_ids": missing})
     return [found[name] for name in dict.fromkeys(names)]
 
 
@@ -154,13 +156,13 @@ class IngestOutcome:
 
 def _checked_texts(texts: list[str]) -> list[str]:
     if not isinstance(texts, list) or not 1 <= len(texts) <= MAX_TEXTS:
-        raise _field_error("texts", f"Send between 1 and {MAX_TEXTS} texts.")
+        raise field_error("texts", f"Send between 1 and {MAX_TEXTS} texts.")
     out = []
     for index, text in enumerate(texts):
         try:
             out.append(check_content(text))
         except ContentError as exc:
-            raise _field_error("texts", f"Text {index}: {exc}") from None
+            raise field_error("texts", f"Text {index}: {exc}") from None
     return out
 
 
@@ -182,15 +184,15 @@ def knowledge_ingest(
     name = check_dataset_name(dataset_name)
     texts = _checked_texts(texts)
     if scope not in KNOWLEDGE_SCOPES:
-        raise _field_error("scope", f"Knowledge is stored at one of: {', '.join(KNOWLEDGE_SCOPES)}.")
+        raise field_error("scope", f"Knowledge is stored at one of: {', '.join(KNOWLEDGE_SCOPES)}.")
     if scope == Scope.TEAM and not team:
-        raise _field_error("team", "Required for scope 'team'.")
+        raise field_error("team", "Required for scope 'team'.")
     if scope == Scope.PROJECT and not project:
-        raise _field_error("project", "Required for scope 'project'.")
+        raise field_error("project", "Required for scope 'project'.")
     try:
         level = Classification.from_name(classification) if classification else Classification.INTERNAL
     except ValueError:
-        raise _field_error("classification", f"{classification!r} is not a valid classification.") from None
+        raise field_error("classification", f"{classification!r} is not a valid classification.") from None
     # The whole request is refused (nothing stored) when the policy forbids it.
     enforcement.check_write(
         access,
@@ -205,14 +207,11 @@ def knowledge_ingest(
     target = plan.knowledge_engine or engines.BUILTIN
     existing = Dataset.objects.filter(tenant_id=access.tenant_id, name=name).first()
     if existing is not None and existing.agent_id != access.agent.pk:
-        raise Conflict(
-            "A dataset with this id belongs to another agent of the tenant.", code="knowledge_dataset_exists"
-        )
+        raise KnowledgeDatasetExists("A dataset with this id belongs to another agent of the tenant.")
     if existing is not None and existing.engine != target:
-        raise Conflict(
+        raise KnowledgeDatasetEngineChanged(
             f"This dataset lives in engine {existing.engine!r}; the agent's policy now sends knowledge "
             f"to {target!r}.",
-            code="knowledge_dataset_engine_changed",
             details={"dataset_engine": existing.engine, "policy_engine": target},
         )
     remote = None
@@ -223,34 +222,39 @@ def knowledge_ingest(
         remote = router.knowledge(
             access, target, "ingest_knowledge", dataset=name, documents=texts, trace_parent=trace_parent
         )
-    with transaction.atomic():
-        dataset, created = Dataset.objects.get_or_create(
-            tenant_id=access.tenant_id,
-            name=name,
-            defaults={
-                "agent": access.agent,
-                "scope": scope,
-                "team": team,
-                "project": project,
-                "classification": int(level),
-                "legal_hold": legal_hold or access.policy.legal_hold,
-                "engine": target,
-            },
+    # The dataset row first (its own statement): chunks name it, and each batch of
+    # chunks prepares (detection, embedding) before its own transaction, never inside
+    # one that holds the dataset row.
+    dataset, created = Dataset.objects.get_or_create(
+        tenant_id=access.tenant_id,
+        name=name,
+        defaults={
+            "agent": access.agent,
+            "scope": scope,
+            "team": team,
+            "project": project,
+            "classification": int(level),
+            "legal_hold": legal_hold or access.policy.legal_hold,
+            "engine": target,
+        },
+    )
+    outcome = IngestOutcome(dataset=dataset, created=created, engine=target, remote=remote)
+    if target == engines.BUILTIN:
+        _store_chunks(
+            access,
+            dataset,
+            texts,
+            outcome,
+            team=team,
+            project=project,
+            scope=scope,
+            classification=classification,
+            retention_days=retention_days,
+            legal_hold=legal_hold,
         )
-        outcome = IngestOutcome(dataset=dataset, created=created, engine=target, remote=remote)
-        if target == engines.BUILTIN:
-            _store_chunks(
-                access,
-                dataset,
-                texts,
-                outcome,
-                team=team,
-                project=project,
-                scope=scope,
-                classification=classification,
-                retention_days=retention_days,
-                legal_hold=legal_hold,
-            )
+    with transaction.atomic():
+        dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        outcome.dataset = dataset
         if legal_hold and not dataset.legal_hold:
             dataset.legal_hold = True
         # A text whose every chunk was refused (personal data, say) is not in the dataset.
@@ -258,6 +262,8 @@ def knowledge_ingest(
         dataset.save(update_fields=["documents", "legal_hold", "updated_at"])
         if build_graph:
             outcome.job = _graph_job(access, [dataset], requested_by)
+            # The job marked the row queued in SQL: answer with what is stored.
+            dataset.refresh_from_db(fields=["graph_status", "graph_job", "updated_at"])
     return outcome
 
 
@@ -338,7 +344,7 @@ def _graph_job(access: MemoryAccess, datasets: list[Dataset], requested_by: Any)
 def knowledge_graph_start(*, access: MemoryAccess, dataset_names: list[str], requested_by: Any = None) -> Job:
     """Queue the graph build of the agent's own datasets; progress in the returned job."""
     if not dataset_names:
-        raise _field_error("dataset_ids", "Name at least one dataset.")
+        raise field_error("dataset_ids", "Name at least one dataset.")
     datasets = [dataset_get(access, name, own=True) for name in dict.fromkeys(dataset_names)]
     return _graph_job(access, datasets, requested_by)
 
@@ -433,7 +439,7 @@ def knowledge_search(
     from memory.retrieval.hybrid import RecallQuery, retrieve
 
     if search_type not in SEARCH_TYPES:
-        raise _field_error("search_type", f"One of {', '.join(SEARCH_TYPES)}.")
+        raise field_error("search_type", f"One of {', '.join(SEARCH_TYPES)}.")
     synth = synthesizer_for(access.agent, synthesizer) if search_type in COMPLETIONS else None
     datasets = _datasets_named(access, dataset_names)
     local = [d for d in datasets if d.engine == engines.BUILTIN]
@@ -526,7 +532,7 @@ def knowledge_search(
 def _chunk_json(item: MemoryItem, names: dict[int, str], score: float, **extra: Any) -> dict[str, Any]:
     return {
         "id": str(item.pk),
-        "dataset_id": names.get(item.dataset_id, ""),
+        "dataset_id": names.get(item.dataset_id, "") if item.dataset_id is not None else "",
         "engine_id": engines.BUILTIN,
         "content": item.content,
         "kind": item.record_kind,
@@ -602,7 +608,7 @@ def dataset_relations(
 
 
 class DatasetHeld(Conflict):
-    code = "memory_legal_hold"
+    code = ErrorCode.MEMORY_LEGAL_HOLD
 
 
 def knowledge_dataset_delete(

@@ -13,42 +13,54 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import Conflict
+from core.errors import ApiError, CandidateNotApproved, CandidatePromoted, ErasureFenced
 from governance.models import Candidate
 from governance.services.audit import audit_record, subject_hash
 from governance.services.erasure import erasure_fenced
-from memory.enforcement import system_access
+from memory.enforcement import MemoryAccess, system_access
 from memory.models import MemoryItem
-from memory.services.items import MemoryDraft, memory_remember
+from memory.services.items import store_one
+from memory.services.write import MemoryDraft, Prepared, prepare
 
 
-@transaction.atomic
-def candidate_promote(*, candidate: Candidate, actor: Any) -> MemoryItem:
-    candidate = Candidate.objects.select_for_update().select_related("agent", "tenant").get(pk=candidate.pk)
+def _refuse(candidate: Candidate) -> None:
     if candidate.status == Candidate.Status.PROMOTED:
-        raise Conflict("This candidate was already promoted.", code="candidate_promoted")
+        raise CandidatePromoted("This candidate was already promoted.")
     if candidate.status != Candidate.Status.APPROVED or not candidate.reviewed_as:
-        raise Conflict("Promotion needs an approved review by the owner.", code="candidate_not_approved")
+        raise CandidateNotApproved("Promotion needs an approved review by the owner.")
     if erasure_fenced(
         tenant_id=candidate.tenant_id,
         subject=candidate.subject,
         captured_at=candidate.captured_at,
         content_hash=candidate.content_hash,
     ):
-        raise Conflict(
-            "An erasure of this subject covers this record; it cannot be promoted.", code="erasure_fenced"
-        )
-    outcome = memory_remember(
-        access=system_access(candidate.agent),
-        draft=MemoryDraft(
-            content=candidate.content,
-            kind=candidate.kind,
-            record_kind=candidate.record_kind,
-            user_id=candidate.subject,
-            source=f"{candidate.provider}:{candidate.external_id}",
-        ),
-        via="promotion",
+        raise ErasureFenced("An erasure of this subject covers this record; it cannot be promoted.")
+
+
+def candidate_promote(*, candidate: Candidate, actor: Any) -> MemoryItem:
+    candidate = Candidate.objects.select_related("agent", "tenant").get(pk=candidate.pk)
+    _refuse(candidate)  # before the slow work; checked again under the row lock
+    access = system_access(candidate.agent)
+    draft = MemoryDraft(
+        content=candidate.content,
+        kind=candidate.kind,
+        record_kind=candidate.record_kind,
+        user_id=candidate.subject,
+        source=f"{candidate.provider}:{candidate.external_id}",
     )
+    prepared = prepare(access, [draft])[0]
+    if isinstance(prepared, ApiError):
+        raise prepared
+    with transaction.atomic():
+        return _promote_locked(candidate, access, draft, prepared, actor)
+
+
+def _promote_locked(
+    candidate: Candidate, access: MemoryAccess, draft: MemoryDraft, prepared: Prepared, actor: Any
+) -> MemoryItem:
+    candidate = Candidate.objects.select_for_update().select_related("agent", "tenant").get(pk=candidate.pk)
+    _refuse(candidate)
+    outcome = store_one(access=access, draft=draft, prepared=prepared, via="promotion")
     item = outcome.item
     now = timezone.now()
     provenance = {

@@ -12,23 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
-from core.errors import ApiError, Conflict, InvalidInput, NotFound
+from core.errors import ApiError, MemoryNotFound, MemoryNotSuperseded, field_error
 from core.vocabulary import Classification
 from governance.selectors import as_uuid
 from memory.enforcement import MemoryAccess, modifiable_q, read_scopes, visible_q
 from memory.models import MemoryHistory, MemoryItem, Supersession
-from memory.services.items import (
-    MemoryDraft,
-    _checked_content,
-    _history,
-    _modifiable,
-    _prepare,
-    _refuse_if_held,
-    _store,
-)
+from memory.services.write import MemoryDraft, Prepared, checked_content, guards, history_row, prepare, store
 
 
 @dataclass
@@ -38,7 +29,7 @@ class SupersedeOutcome:
     record: Supersession
 
 
-def _successor_draft(old: MemoryItem, content: str) -> MemoryDraft:
+def successor_draft(old: MemoryItem, content: str) -> MemoryDraft:
     return MemoryDraft(
         content=content,
         scope=old.scope,
@@ -58,21 +49,23 @@ def memory_supersede(
     *, access: MemoryAccess, item_id: Any, content: str, reason: str = "", event: str = "superseded"
 ) -> SupersedeOutcome:
     """Write ``content`` as a new item with the old one's keys and retire the old one."""
-    current = _modifiable(access, item_id, lock=False)  # 404 before the slow work
-    text = _checked_content(content)
-    if text == current.content:
-        raise InvalidInput(
-            "Invalid input: content.", details={"fields": {"content": ["Same as the memory it supersedes."]}}
-        )
-    prepared = _prepare(access, [_successor_draft(current, text)])[0]
-    if isinstance(prepared, ApiError):
-        raise prepared  # refused by the policy (for example personal data)
-    with transaction.atomic():
-        old = _modifiable(access, item_id, lock=True)
-        _refuse_if_held(old)
-        new = _store(access, [prepared], "supersede")[0].item
+    current = guards.modifiable(access, item_id, lock=False)  # 404 before the slow work
+    prepared = _successor(access, current, checked_content(content))
+    with guards.modifying(access, item_id, "supersede") as old:
+        new = store(access, [prepared], "supersede")[0].item
         record = retire(access, old=old, new=new, reason=reason, event=event)
     return SupersedeOutcome(old, new, record)
+
+
+def _successor(access: MemoryAccess, current: MemoryItem, text: str) -> Prepared:
+    """The prepared successor of ``current`` (outside any transaction: detection and
+    embedding are slow)."""
+    if text == current.content:
+        raise field_error("content", "Same as the memory it supersedes.")
+    prepared = prepare(access, [successor_draft(current, text)])[0]
+    if isinstance(prepared, ApiError):
+        raise prepared  # refused by the policy (for example personal data)
+    return prepared
 
 
 def retire(
@@ -92,7 +85,7 @@ def retire(
         actor=access.actor.as_json(),
         created_at=now,
     )
-    _history(
+    history_row(
         access,
         old,
         event,
@@ -113,7 +106,7 @@ def memory_revive(*, access: MemoryAccess, item_id: Any) -> SupersedeOutcome:
         else None
     )
     if retired is None:
-        raise NotFound("No retired memory with this id.", code="memory_not_found")
+        raise MemoryNotFound("No retired memory with this id.")
     successor = retired
     # Follow the chain to the item currently in force (bounded: a chain is acyclic).
     for _ in range(1000):
@@ -126,22 +119,19 @@ def memory_revive(*, access: MemoryAccess, item_id: Any) -> SupersedeOutcome:
             break
         successor = record.new_item
     if successor.invalid_at is not None:
-        raise Conflict("Nothing currently supersedes this memory.", code="memory_not_superseded")
-    with transaction.atomic():
-        outcome = memory_supersede(
-            access=access,
-            item_id=successor.pk,
-            content=retired.content,
-            reason=f"revived {retired.pk}",
-            event=MemoryHistory.Event.SUPERSEDED,
+        raise MemoryNotSuperseded("Nothing currently supersedes this memory.")
+    # The revived text is prepared before the transaction, like any write.
+    prepared = _successor(access, successor, checked_content(retired.content))
+    with guards.modifying(access, successor.pk, "revive") as current:
+        new = store(access, [prepared], "supersede")[0].item
+        record = retire(
+            access, old=current, new=new, reason=f"revived {retired.pk}", event=MemoryHistory.Event.SUPERSEDED
         )
         Supersession.objects.filter(old_item=retired, reverted_at__isnull=True).update(
             reverted_at=timezone.now()
         )
-        _history(
-            access, retired, MemoryHistory.Event.REVIVED, details={"new_item_id": str(outcome.new.pk)}
-        ).save()
-    return outcome
+        history_row(access, retired, MemoryHistory.Event.REVIVED, details={"new_item_id": str(new.pk)}).save()
+    return SupersedeOutcome(current, new, record)
 
 
 def memory_history(access: MemoryAccess, item_id: Any) -> dict[str, Any]:
@@ -151,7 +141,7 @@ def memory_history(access: MemoryAccess, item_id: Any) -> dict[str, Any]:
     q = visible_q(access, read_scopes(access, None), include_superseded=True)
     item = MemoryItem.objects.filter(q, pk=pk).defer("embedding", "search_vector").first() if pk else None
     if item is None:
-        raise NotFound("Memory not found.", code="memory_not_found")
+        raise MemoryNotFound("Memory not found.")
     visible_ids = MemoryItem.objects.filter(q).values("pk")
 
     def record(r: Supersession, other: Any) -> dict[str, Any]:

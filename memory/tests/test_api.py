@@ -580,7 +580,7 @@ def test_no_input_produces_a_500(world, as_agent, body, route):
 
 
 def test_fast_renderers_match_the_documented_serializers(access, world):
-    from memory.api.serializers import MemoryItemSerializer, SessionMessageSerializer, item_json, message_json
+    from memory.serializers import MemoryItemSerializer, SessionMessageSerializer, item_json, message_json
     from memory.services.sessions import session_message_append
 
     item = remember(access, "Renderer parity check", metadata={"a": [1, 2]}, retention_days=3).item

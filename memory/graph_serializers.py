@@ -1,5 +1,6 @@
 """Request and response shapes of the graph endpoints (discover, trace, causal_chain,
-what_if, supersede, history). Validation only."""
+what_if, supersede, history), shared by the REST views and the MCP tools. Validation
+only."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import Any
 from rest_framework import serializers
 
 from core.vocabulary import Scope
-from memory.api.serializers import MAX_QUERY_CHARS, MemoryItemSerializer, Text
+from memory.operations.graph import (
+    CausalChainRequest,
+    DiscoverRequest,
+    SupersedeRequest,
+    TraceRequest,
+    WhatIfRequest,
+    Window,
+)
+from memory.serializers import MAX_QUERY_CHARS, MemoryItemSerializer, Text
 
 MAX_DEPTH = 10
 MAX_VISITED = 500
@@ -24,6 +33,10 @@ class _Time(serializers.Serializer):
         required=False, allow_null=True, help_text="Answer with what was current at this moment."
     )
     include_superseded = serializers.BooleanField(default=False, help_text="Also traverse retired facts.")
+
+    def window(self) -> Window:
+        data = self.validated_data
+        return Window(as_of=data.get("as_of"), include_superseded=data.get("include_superseded", False))
 
 
 class DiscoverSerializer(_Time):
@@ -41,6 +54,21 @@ class DiscoverSerializer(_Time):
         default=False, help_text="Confine traversal (not only the seeds) to the requested scopes."
     )
 
+    def to_request(self) -> DiscoverRequest:
+        data = self.validated_data
+        return DiscoverRequest(
+            query=data["query"],
+            scopes=tuple(data["scopes"]) if data.get("scopes") is not None else None,
+            user_id=data.get("user_id"),
+            session_id=data.get("session_id"),
+            top_k=data["top_k"],
+            hops=data["hops"],
+            max_results=data["max_results"],
+            max_visited=data["max_visited"],
+            isolate=data["isolate"],
+            window=self.window(),
+        )
+
 
 class TraceSerializer(_Time):
     item_id = serializers.UUIDField(required=False)
@@ -54,6 +82,17 @@ class TraceSerializer(_Time):
             raise serializers.ValidationError({"item_id": ["Give exactly one of item_id and content."]})
         return attrs
 
+    def to_request(self) -> TraceRequest:
+        data = self.validated_data
+        return TraceRequest(
+            direction=data["direction"],
+            item_id=data.get("item_id"),
+            content=data.get("content"),
+            max_depth=data["max_depth"],
+            max_visited=data["max_visited"],
+            window=self.window(),
+        )
+
 
 class CausalChainSerializer(_Time):
     # "from" is a Python keyword: declared through the class namespace.
@@ -62,6 +101,16 @@ class CausalChainSerializer(_Time):
     max_depth = _bounded(5, MAX_DEPTH)
     max_visited = _bounded(100, MAX_VISITED)
 
+    def to_request(self) -> CausalChainRequest:
+        data = self.validated_data
+        return CausalChainRequest(
+            source=data["from"],
+            target=data["to"],
+            max_depth=data["max_depth"],
+            max_visited=data["max_visited"],
+            window=self.window(),
+        )
+
 
 class WhatIfSerializer(_Time):
     item_id = serializers.UUIDField(help_text="The fact to remove hypothetically.")
@@ -69,6 +118,17 @@ class WhatIfSerializer(_Time):
     direction = serializers.ChoiceField(choices=["effects", "causes"], default="effects")
     max_depth = _bounded(5, MAX_DEPTH)
     max_visited = _bounded(100, MAX_VISITED)
+
+    def to_request(self) -> WhatIfRequest:
+        data = self.validated_data
+        return WhatIfRequest(
+            item_id=data["item_id"],
+            origin=data["origin"],
+            direction=data["direction"],
+            max_depth=data["max_depth"],
+            max_visited=data["max_visited"],
+            window=self.window(),
+        )
 
 
 class HopSerializer(serializers.Serializer):
@@ -165,6 +225,10 @@ class DiscoverResponseSerializer(serializers.Serializer):
 class SupersedeSerializer(serializers.Serializer):
     content = Text(allow_blank=True, trim_whitespace=False)
     reason = Text(max_length=200, default="", allow_blank=True)
+
+    def to_request(self, item_id: Any) -> SupersedeRequest:
+        data = self.validated_data
+        return SupersedeRequest(item_id=item_id, content=data["content"], reason=data["reason"])
 
 
 class SupersedeResponseSerializer(serializers.Serializer):

@@ -1,4 +1,6 @@
-"""Request parsing and response shapes of /v1/memory. Validation only; no logic."""
+"""Request parsing and response shapes of /v1/memory, shared by the REST views
+and the MCP tools (which take their arguments from the same serializers). Validation
+only; no logic."""
 
 from __future__ import annotations
 
@@ -8,8 +10,13 @@ from rest_framework import serializers
 
 from core.vocabulary import CLASSIFICATION_NAMES, Classification, Kind, RecordKind, Scope
 from memory.models import MemoryItem, SessionMessage
+from memory.operations.memories import ListRequest, MessageRequest, PurgeRequest, RememberRequest
+from memory.operations.recall import RecallRequest, SearchRequest
+from memory.rendering import item_json, message_json
 from memory.retrieval.hybrid import MODES
 from memory.services.items import MAX_BATCH, MAX_RETENTION_DAYS, MemoryDraft
+
+__all__ = ["item_json", "message_json"]  # rendered in memory.rendering, re-exported for the schema tests
 
 MAX_QUERY_CHARS = 4096
 
@@ -95,6 +102,14 @@ class RememberSerializer(serializers.Serializer):
             source=data.get("source", ""),
             metadata=data["metadata"],
             check_contradictions=data.get("check_contradictions"),
+        )
+
+    def to_request(self, *, idempotency_key: str | None, trace_parent: str | None) -> RememberRequest:
+        return RememberRequest(
+            draft=self.to_draft(),
+            split=self.validated_data["split"],
+            idempotency_key=idempotency_key,
+            trace_parent=trace_parent,
         )
 
 
@@ -197,6 +212,16 @@ class ListQuerySerializer(serializers.Serializer):
     user_id = _key()
     include_content = StrictBoolean(default=False)
 
+    def to_request(self) -> ListRequest:
+        data = self.validated_data
+        return ListRequest(
+            scope=data.get("scope"),
+            kind=data.get("kind"),
+            session_id=data.get("session_id"),
+            user_id=data.get("user_id"),
+            include_content=data["include_content"],
+        )
+
 
 class UpdateSerializer(serializers.Serializer):
     content = Text(allow_blank=True, trim_whitespace=False)
@@ -232,6 +257,24 @@ class RecallSerializer(serializers.Serializer):
     )
     include_superseded = serializers.BooleanField(default=False, help_text="Also return retired facts.")
 
+    def recall_fields(self) -> dict[str, Any]:
+        """The fields every recall-shaped request shares, as the request dataclasses name them."""
+        data = self.validated_data
+        return {
+            "query": data["query"],
+            "scopes": tuple(data["scopes"]) if data.get("scopes") is not None else None,
+            "top_k": data.get("top_k"),
+            "session_id": data.get("session_id"),
+            "user_id": data.get("user_id"),
+            "team": data.get("team"),
+            "project": data.get("project"),
+            "min_score": data.get("min_score"),
+            "search_mode": data["search_mode"],
+            "recency_weight": data.get("recency_weight"),
+            "as_of": data.get("as_of"),
+            "include_superseded": data.get("include_superseded", False),
+        }
+
 
 class RoutedWriteSerializer(serializers.Serializer):
     engine = serializers.DictField(
@@ -248,6 +291,12 @@ class RecallModeSerializer(RecallSerializer):
     )
     hops = serializers.IntegerField(min_value=1, max_value=4, default=2, help_text="Graph mode only.")
 
+    def to_request(self, *, trace_parent: str | None = None) -> RecallRequest:
+        data = self.validated_data
+        return RecallRequest(
+            **self.recall_fields(), mode=data["mode"], hops=data["hops"], trace_parent=trace_parent
+        )
+
 
 class SearchSerializer(RecallSerializer):
     kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices), required=False)
@@ -256,6 +305,16 @@ class SearchSerializer(RecallSerializer):
     )
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+
+    def to_request(self) -> SearchRequest:
+        data = self.validated_data
+        return SearchRequest(
+            **self.recall_fields(),
+            kinds=tuple(data.get("kinds", ())),
+            record_kinds=tuple(data.get("record_kinds", ())),
+            created_after=data.get("created_after"),
+            created_before=data.get("created_before"),
+        )
 
 
 class RecallResultSerializer(serializers.Serializer):
@@ -315,6 +374,9 @@ class PurgeSerializer(serializers.Serializer):
     session_id = _key(default="")
     user_id = _key(default="")
 
+    def to_request(self) -> PurgeRequest:
+        return PurgeRequest(**self.validated_data)
+
 
 class PurgeReportSerializer(serializers.Serializer):
     scope = serializers.CharField()
@@ -339,6 +401,9 @@ class SessionMessageCreateSerializer(serializers.Serializer):
     classification = serializers.ChoiceField(choices=CLASSIFICATION_NAMES, required=False)
     metadata = serializers.DictField(default=dict)
 
+    def to_request(self, session_id: str) -> MessageRequest:
+        return MessageRequest(session_id=session_id, **self.validated_data)
+
 
 class SessionMessageSerializer(serializers.ModelSerializer):
     classification = serializers.SerializerMethodField()
@@ -353,66 +418,3 @@ class SessionMessageSerializer(serializers.ModelSerializer):
 
     def get_classification(self, message: SessionMessage) -> str:
         return str(Classification(message.classification).label)
-
-
-_DATETIME = serializers.DateTimeField()
-
-
-def _when(value: Any) -> str | None:
-    return None if value is None else _DATETIME.to_representation(value)
-
-
-def item_json(item: MemoryItem, *, include_content: bool = True) -> dict[str, Any]:
-    """``MemoryItemSerializer(item).data`` without building a serializer per row.
-
-    Batch writes, listings and exports render hundreds of items; instantiating a
-    ModelSerializer for each cost more than storing it. The serializer stays the
-    schema's description; a test keeps the two identical.
-    """
-    data: dict[str, Any] = {
-        "id": str(item.pk),
-        "agent_id": str(item.agent_id),
-        "content": item.content if include_content else None,
-        "scope": item.scope,
-        "scopes": list(item.scopes),
-        "kind": item.kind,
-        "record_kind": item.record_kind,
-        "classification": str(Classification(item.classification).label),
-        "personal_data": item.personal_data,
-        "personal_data_types": list(item.personal_data_types),
-        "user_id": item.user_id,
-        "session_id": item.session_id,
-        "team": item.team,
-        "project": item.project,
-        "source": item.source,
-        "provenance": item.provenance,
-        "metadata": item.metadata,
-        "content_hash": item.content_hash,
-        "created_at": _when(item.created_at),
-        "updated_at": _when(item.updated_at),
-        "valid_from": _when(item.valid_from),
-        "invalid_at": _when(item.invalid_at),
-        "retention_until": _when(item.retention_until),
-        "legal_hold": item.legal_hold,
-        "extraction_status": item.extraction_status,
-        "extraction_error": item.extraction_error,
-    }
-    if not include_content:
-        del data["content"]
-    return data
-
-
-def message_json(message: SessionMessage) -> dict[str, Any]:
-    """``SessionMessageSerializer(message).data`` without a serializer per row."""
-    return {
-        "id": message.pk,
-        "session_id": message.session_id,
-        "user_id": message.user_id,
-        "role": message.role,
-        "content": message.content,
-        "classification": str(Classification(message.classification).label),
-        "personal_data": message.personal_data,
-        "personal_data_types": list(message.personal_data_types),
-        "metadata": message.metadata,
-        "created_at": _when(message.created_at),
-    }

@@ -1,0 +1,165 @@
+"""Step one of a write: check a draft against the input rules and the agent's
+policy, then do the slow work (personal-data detection, embedding) that must
+never run inside a transaction holding row locks."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from core.errors import ApiError, field_error
+from core.vocabulary import Classification, Kind, RecordKind, Scope
+from memory import enforcement
+from memory.embeddings import embed_texts
+from memory.enforcement import MemoryAccess
+from memory.pii import detect_personal_data
+from memory.services.write.drafts import MAX_RETENTION_DAYS, MemoryDraft, Prepared
+from memory.services.write.tx import in_transaction
+from memory.text import ContentError, check_content, check_metadata, content_hash
+
+
+class InTransaction(AssertionError):
+    """Slow analysis was asked for inside a transaction (a programming error)."""
+
+
+def outside_transaction() -> None:
+    """Detection and embedding take tens of milliseconds per text; inside a
+    transaction they would hold its row and advisory locks that long."""
+    if in_transaction():
+        raise InTransaction("prepare() and analyse() must run before the write's transaction opens")
+
+
+def checked_content(content: str) -> str:
+    try:
+        return check_content(content)
+    except ContentError as exc:
+        raise field_error("content", str(exc)) from exc
+
+
+def validate_draft(access: MemoryAccess, draft: MemoryDraft) -> dict[str, Any]:
+    """Structural checks and policy rules that do not need the content analysed."""
+    content = checked_content(draft.content)
+    scope = draft.scope or access.policy.default_scope
+    if scope not in Scope.values:
+        raise field_error("scope", f"{scope!r} is not a valid scope.")
+    if draft.kind not in Kind.values:
+        raise field_error("kind", f"{draft.kind!r} is not a valid kind.")
+    if draft.record_kind not in RecordKind.values:
+        raise field_error("record_kind", f"{draft.record_kind!r} is not a valid record kind.")
+    try:
+        classification = (
+            Classification.from_name(draft.classification)
+            if draft.classification
+            else Classification.INTERNAL
+        )
+    except ValueError as exc:
+        raise field_error(
+            "classification", f"{draft.classification!r} is not a valid classification."
+        ) from exc
+    user_id = draft.user_id if draft.user_id is not None else access.default_user_id
+    required: dict[str, tuple[str, str]] = {
+        Scope.SESSION: ("session_id", draft.session_id),
+        Scope.USER: ("user_id", user_id),
+        Scope.TEAM: ("team", draft.team),
+        Scope.PROJECT: ("project", draft.project),
+    }
+    if scope in required and not required[scope][1]:
+        name = required[scope][0]
+        raise field_error(name, f"Required for scope {scope!r}.")
+    if draft.retention_days is not None and not 1 <= draft.retention_days <= MAX_RETENTION_DAYS:
+        raise field_error("retention_days", f"Must be between 1 and {MAX_RETENTION_DAYS}.")
+    try:
+        check_metadata(draft.metadata)
+    except ContentError as exc:
+        raise field_error("metadata", str(exc)) from exc
+    enforcement.check_write(
+        access,
+        scope=scope,
+        kind=draft.kind,
+        classification=classification,
+        retention_days=draft.retention_days,
+        team=draft.team,
+        project=draft.project,
+    )
+    days = enforcement.effective_retention_days(access, draft.retention_days)
+    return {
+        "content": content,
+        "scope": scope,
+        "classification": int(classification),
+        "user_id": user_id or "",
+        "retention_until": timezone.now() + timedelta(days=days) if days else None,
+    }
+
+
+def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | ApiError]:
+    """Validate every draft; detect personal data for the valid ones in one batch."""
+    checked: list[dict[str, Any] | ApiError] = []
+    for draft in drafts:
+        try:
+            checked.append(validate_draft(access, draft))
+        except ApiError as exc:
+            checked.append(exc)
+    texts = [c["content"] for c in checked if isinstance(c, dict)]
+    findings_list, vectors = analyse(texts)
+    findings = iter(findings_list)
+    vector_iter = iter(vectors)
+    out: list[Prepared | ApiError] = []
+    for draft, c in zip(drafts, checked, strict=True):
+        if not isinstance(c, dict):
+            out.append(c)
+            continue
+        finding = next(findings)
+        vector = next(vector_iter)
+        personal = finding.personal_data or draft.personal_data
+        try:
+            enforcement.check_personal_data(access, personal_data=personal, types=finding.types)
+        except ApiError as exc:
+            out.append(exc)
+            continue
+        out.append(
+            Prepared(
+                content=c["content"],
+                content_hash=content_hash(c["content"]),
+                scope=c["scope"],
+                kind=draft.kind,
+                record_kind=draft.record_kind,
+                classification=c["classification"],
+                user_id=c["user_id"],
+                session_id=draft.session_id,
+                team=draft.team,
+                project=draft.project,
+                retention_until=c["retention_until"],
+                legal_hold=draft.legal_hold or access.policy.legal_hold,
+                personal_data=personal,
+                personal_data_types=finding.types,
+                source=draft.source,
+                metadata=draft.metadata,
+                shared_with=access.policy.shared_with if c["scope"] == Scope.SHARED_AGENTS else (),
+                embedding=vector,
+                dataset_pk=draft.dataset_pk,
+                dataset=draft.dataset,
+            )
+        )
+    return out
+
+
+_analysis_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedmem-pii")
+
+
+def analyse(texts: list[str]) -> tuple[list[Any], Any]:
+    """Personal-data findings and embeddings for ``texts``, computed side by side.
+
+    spaCy (detection) runs mostly on one core while torch (embedding) spreads
+    over the others and releases the GIL, so overlapping the two is what keeps a
+    write close to the speed of embedding alone. An embedding computed for a
+    text the policy then refuses is simply dropped.
+    """
+    outside_transaction()
+    if not texts:
+        return [], []
+    pending = _analysis_pool.submit(detect_personal_data, texts)
+    vectors = embed_texts(texts)
+    return pending.result(), vectors
