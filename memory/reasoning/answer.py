@@ -16,6 +16,7 @@ chain among them, then the synthesizer. Reads only.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django.db.models import F
@@ -197,7 +198,7 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     if len(path) < 2:
         return []
     chain = []
-    for cause, effect in zip(path, path[1:], strict=False):
+    for cause, effect in itertools.pairwise(path):
         chain.append(causes[effect][cause][1])
     # The anchor's own asserted edge (its effect is what was asked about) closes the chain.
     own = by_item.get(anchor)
