@@ -86,7 +86,7 @@ def entities_among(tenant_id: Any, item_ids: list[Any], limit: int = 20) -> list
 
 
 RELEVANCE_FLOOR = 0.3
-GRAPH_FLOOR = 0.25
+GRAPH_FLOOR = 0.1
 # An implicit link counts from this score (EmbeddingCausalScorer: cosine + change bonus).
 IMPLICIT_FLOOR = 0.45
 MAX_CHAIN_FACTS = 6

@@ -366,6 +366,11 @@ def rank(
             )
         )  # fmt: skip
     ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    # The graph orders what follows the best direct match, never demotes it.
+    best = max(ranked, key=lambda x: (x.relevance, -ranked.index(x)), default=None)
+    if best is not None:
+        ranked.remove(best)
+        ranked.insert(0, best)
     return ranked[:limit]
 
 

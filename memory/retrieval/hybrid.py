@@ -235,7 +235,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         fused = (
             "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore, "
             f"coalesce(kr.coverage, 0) AS kcoverage, {rrf} AS base "
-            "FROM vr FULL OUTER JOIN kr ON vr.id = kr.id"  # noqa: S608 - fixed fragments
+            "FROM vr FULL OUTER JOIN kr ON vr.id = kr.id"
         )
         if not linear:
             params.extend([k, k])

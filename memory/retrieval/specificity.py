@@ -56,7 +56,7 @@ def never_bridges(normalized: str, label: str = "") -> bool:
     words = normalized.split()
     if not words or _NUMBERISH.match(normalized):
         return True
-    content = [w for w in words if w not in PRONOUNS]
+    content = [w for w in words if w not in PRONOUNS and w not in ("the", "a", "an")]
     if not content:
         return True
     if all(w in TIME_WORDS or _NUMBERISH.match(w) for w in content):
