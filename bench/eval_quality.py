@@ -325,7 +325,7 @@ def eval_contradictions(base: str, agents: dict[str, dict[str, str]], pairs: lis
         fn += (not flagged) and pair["label"]
         tn += (not flagged) and not pair["label"]
         if pair["label"]:
-            api.wait_extracted(2)
+            api.wait_extracted(1)  # a superseded old fact is no longer listed
             avoided["vector"].append(0.0)  # a vector store keeps both statements
             for path, ranked in (
                 ("hybrid", api.recall(pair["old"], "hybrid", 5)),

