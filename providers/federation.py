@@ -400,11 +400,13 @@ def _polarity_key(norm: str) -> tuple[str, bool]:
 
 
 def _subject_value(group: Group) -> tuple[str, str] | None:
+    # A retired fact (its validity window closed, or superseded) is history, not a
+    # contradiction, whether or not the provider names its subject.
+    if any(hit.metadata.get("invalid_at") or hit.metadata.get("expired_at") for hit in group.matches):
+        return None
     for hit in group.matches:
         subject, predicate = hit.metadata.get("subject"), hit.metadata.get("predicate")
         if subject and predicate:
-            if hit.metadata.get("invalid_at"):
-                return None  # a retired fact is history, not a contradiction
             return f"{normalize_text(str(subject))} {normalize_text(str(predicate))}", group.norm
     match = _ATTRIBUTE.match(group.norm)
     if match:

@@ -120,3 +120,51 @@ class TenantEngineCredential(models.Model):
 
     def __str__(self) -> str:
         return f"credential of {self.tenant_id} on {self.engine_id}"
+
+
+class ProviderWrite(models.Model):
+    """A write an engine accepted but had not finished when it answered (``queued``),
+    followed until the provider itself says ``settled`` or ``failed``.
+
+    ``handle`` is what the provider gave to ask about it (a Mem0 event id, a Zep task
+    uuid, a Cognee dataset and pipeline run, a Graphiti message uuid); ``scope`` the
+    namespace the write was made in, so the follow-up asks as the same caller.
+    Holds ids and provider statuses only, never the written text.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SETTLED = "settled"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        "governance.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    engine = models.ForeignKey(EngineInstance, on_delete=models.CASCADE, related_name="writes")
+    operation = models.CharField(max_length=32)  # remember | forget | build_graph
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    handle = models.JSONField(default=dict)
+    scope = models.JSONField(default=dict)
+    external_ids = models.JSONField(default=list)
+    # The provider's own reason when it failed (or fedmem's, when it never answered).
+    reason = models.TextField(blank=True)
+    detail = models.JSONField(default=dict)
+    attempts = models.PositiveIntegerField(default=0)
+    # The erasure a forget was issued for: its certificate reads the final answer.
+    erasure_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    next_check_at = models.DateTimeField(null=True, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "next_check_at"], name="provider_write_due"),
+            models.Index(fields=["tenant", "engine", "-created_at"], name="provider_write_engine"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} on {self.engine_id}: {self.status}"

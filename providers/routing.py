@@ -140,6 +140,24 @@ def merge_by_content(groups: list[dict[str, Any]], *, rrf_k: int = federation.RR
     return sorted(merged.values(), key=lambda e: (-e["rrf_score"], -len(e["matches"])))
 
 
+def _follow(
+    engine: EngineInstance, access: MemoryAccess, ctx: Any, operation: str, result: Any
+) -> dict[str, Any]:
+    """A queued write is followed until the provider settles it (providers.settlement);
+    the answer names the record that tracks it."""
+    from providers.settlement import write_track
+
+    write = write_track(
+        engine=engine,
+        tenant=access.agent.tenant,
+        agent=access.agent,
+        ctx=ctx,
+        operation=operation,
+        result=result,
+    )
+    return {"write_id": str(write.pk)} if write is not None else {}
+
+
 class Router:
     """What memory.engines.Router describes; one instance, registered at start-up."""
 
@@ -158,7 +176,12 @@ class Router:
         )  # fmt: skip
         record = NewRecord(text=draft.content.strip(), kind=draft.record_kind, metadata=dict(draft.metadata))
         result = _perform(engine, access.agent, "remember", ctx, record=record)
-        return {"engine_id": engine.id, "provider": engine.provider, **result.to_dict()}
+        return {
+            "engine_id": engine.id,
+            "provider": engine.provider,
+            **result.to_dict(),
+            **_follow(engine, access, ctx, "remember", result),
+        }
 
     def recall(
         self,
@@ -214,7 +237,7 @@ class Router:
         result = _perform(engine, access.agent, operation, ctx, **kwargs)
         if isinstance(result, list):
             return [hit.to_dict() for hit in result]
-        return result.to_dict()
+        return {**result.to_dict(), **_follow(engine, access, ctx, operation, result)}
 
 
 ROUTER = Router()

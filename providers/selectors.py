@@ -49,3 +49,15 @@ def tenants_with_credentials(engines: list[EngineInstance], tenant: Tenant) -> s
             "engine_id", flat=True
         )
     )
+
+
+def engine_writes(engine: Any, tenant: Any, *, limit: int = 20) -> list[dict[str, Any]]:
+    """The tenant's most recent provider writes on an engine that were queued when the
+    engine answered, with where each stands now (one query; never another tenant's)."""
+    from providers.models import ProviderWrite
+
+    return list(
+        ProviderWrite.objects.filter(engine=engine, tenant=tenant)
+        .order_by("-created_at")
+        .values("id", "operation", "status", "reason", "attempts", "created_at", "settled_at")[:limit]
+    )

@@ -29,7 +29,7 @@ from providers.adapters.base import (
     MemoryAdapter,
     OperationContext,
 )
-from providers.adapters.registry import adapter_class, provider_kinds
+from providers.adapters.registry import adapter_class, bound, provider_kinds
 from providers.credentials import (
     CredentialError,
     CredentialMissing,
@@ -259,6 +259,8 @@ def adapter_for(
         engine_config(engine),
         credential=credential_getter(engine, tenant, own_ref),
         resolver=resolver,
+        # Components bound in code (registry.bind): an injected client, store, transport.
+        **bound(engine.id),
     )
 
 

@@ -120,6 +120,7 @@ def engine_detail(request: HttpRequest, engine_id: str) -> HttpResponse:
         and has_role(request.user, tenant, (Role.TENANT_ADMIN,)),
         "can_remove": engine is not None and has_role(request.user, tenant, (Role.PLATFORM_ADMIN,)),
         "form": CredentialForm(),
+        "writes": selectors.engine_writes(engine, tenant) if engine is not None else [],
     }
     return render_page(request, "providers/engine_detail.html", "providers/partials/credential.html", context)
 

@@ -383,8 +383,19 @@ FEDMEM_FEDERATION_DEFAULT_TIMEOUT_MS = env_int(
 # Seconds between retention sweeps (deleting memory past its retention, skipping held).
 FEDMEM_RETENTION_SWEEP_SECONDS = env_int("FEDMEM_RETENTION_SWEEP_SECONDS", 3600, minimum=60, maximum=86400)
 
+# Queued provider writes (Mem0 events, Zep tasks, Cognee runs): how often the beat asks
+# the providers about those due, and after how many checks a write is given up.
+FEDMEM_RECONCILE_SECONDS = env_int("FEDMEM_RECONCILE_SECONDS", 30, minimum=5, maximum=3600)
+FEDMEM_RECONCILE_MAX_ATTEMPTS = env_int("FEDMEM_RECONCILE_MAX_ATTEMPTS", 40, minimum=1, maximum=1000)
+# Seconds an erasure waits for a provider's queued forget to settle before it records
+# the provider's answer so far (the write keeps being followed).
+FEDMEM_ERASURE_PROVIDER_WAIT_SECONDS = env_int(
+    "FEDMEM_ERASURE_PROVIDER_WAIT_SECONDS", 20, minimum=0, maximum=600
+)
+
 CELERY_BEAT_SCHEDULE = {
     "outbox-relay": {"task": "core.outbox_relay", "schedule": 30.0},
+    "providers-reconcile": {"task": "providers.reconcile_due", "schedule": float(FEDMEM_RECONCILE_SECONDS)},
     "memory-retention-sweep": {
         "task": "memory.retention_sweep",
         "schedule": float(FEDMEM_RETENTION_SWEEP_SECONDS),

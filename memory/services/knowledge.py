@@ -368,6 +368,11 @@ def knowledge_graph_run(*, job_id: Any, agent_id: Any, dataset_pks: list[int]) -
                 router = engines.router()
                 assert router is not None
                 access = system_access(Agent.objects.select_related("tenant").get(pk=agent_id))
+                # Queued before the call: the reconcile task (providers.settlement) marks it
+                # built or failed when Cognee says so, and nothing here may overwrite that.
+                Dataset.objects.filter(pk=dataset.pk).update(
+                    graph_status=Dataset.Graph.QUEUED, graph_built_at=None
+                )
                 remote = router.knowledge(access, dataset.engine, "build_graph", dataset=dataset.name)
                 report[dataset.name] = {"engine": dataset.engine, **remote}
                 done += 1
@@ -390,11 +395,11 @@ def knowledge_graph_run(*, job_id: Any, agent_id: Any, dataset_pks: list[int]) -
         return job_finish(job, result={"datasets": report}, error=f"{type(exc).__name__}: {exc}"[:2000])
     now = timezone.now()
     for dataset in datasets:
-        # Cognee builds in the background: its datasets stay "queued", never reported as built.
-        status = Dataset.Graph.BUILT if dataset.engine == engines.BUILTIN else Dataset.Graph.QUEUED
-        Dataset.objects.filter(pk=dataset.pk).update(
-            graph_status=status, graph_built_at=now if status == Dataset.Graph.BUILT else None
-        )
+        # Cognee builds in the background: its datasets stay "queued" until the reconcile
+        # task hears Cognee's answer (set before the call above), never reported as built here.
+        if dataset.engine != engines.BUILTIN:
+            continue
+        Dataset.objects.filter(pk=dataset.pk).update(graph_status=Dataset.Graph.BUILT, graph_built_at=now)
     return job_finish(job, result={"datasets": report})
 
 

@@ -18,16 +18,18 @@ DETECTED = [
     ("The capital of Australia is Sydney.", "The capital of Australia is Canberra."),
     ("The API limit is 100 requests per minute.", "The API limit is 500 requests per minute."),
     ("Lena's account manager is Tom.", "Lena's account manager is Sarah."),
-    ("The checkout service depends on Redis.", "The checkout service depends on Memcached."),
+    ("The checkout service depends on Redis.", "The checkout service now depends on Memcached."),
     ("Kenji uses Slack.", "Kenji does not use Slack."),
+    ("Kenji lives in Osaka.", "Kenji moved to Tokyo."),
 ]
 NOT_DETECTED = [
     # another subject
     ("The billing service runs on PostgreSQL.", "The search service runs on Elasticsearch."),
-    # another relation (a paraphrase the rules cannot read: a known limit)
-    ("Kenji lives in Osaka.", "Kenji moved to Tokyo."),
     # an added value, not a replaced one
     ("Maria likes tea.", "Maria also likes coffee."),
+    # a relation that holds several values at once
+    ("Maria likes tea.", "Maria likes coffee."),
+    ("The checkout service depends on Redis.", "The checkout service depends on Memcached."),
     # the same claim
     ("The deploy window is Tuesday.", "The deploy window is Tuesday."),
     # no claim to compare
@@ -122,7 +124,7 @@ def test_reasserting_the_old_fact_revives_it(world, access):
 def _decision(world, access) -> ContradictionDecision:
     remember(access, "The checkout service depends on Redis.", scope="agent")
     out = remember(
-        access, "The checkout service depends on Memcached.", scope="agent", check_contradictions=True
+        access, "The checkout service now depends on Memcached.", scope="agent", check_contradictions=True
     )
     return out.contradictions[0]
 
@@ -211,3 +213,30 @@ def test_nli_resolver_loads_a_local_cross_encoder(settings, tiny_nli):
     assert 0.0 < verdict.details["score"] < 1.0 and "NLI contradiction probability" in verdict.reason
     settings.FEDMEM_NLI_THRESHOLD = 1.0
     assert get_resolver().check("The deploy window is Thursday.", "The deploy window is Tuesday.") is None
+
+
+def test_update_wording_supersedes_and_a_complement_does_not(world, as_agent):
+    client = as_agent(world.agent)
+    route = write(
+        client, world.agent, "The retailer routes its northern orders through the Leeds depot."
+    ).json()
+    staff = write(client, world.agent, "The retailer employs forty drivers in Leeds.").json()
+    moved = write(
+        client,
+        world.agent,
+        "On May 2 the retailer moved its northern orders from the Leeds depot to the York depot.",
+        check_contradictions=True,
+    )
+    assert moved.status_code == 201, moved.content
+    assert [c["old_item_id"] for c in moved.json()["contradictions"]] == [route["id"]]
+    assert MemoryItem.objects.get(pk=route["id"]).invalid_at is not None
+    decision = ContradictionDecision.objects.get(old_item_id=route["id"])
+    assert decision.details["rule"] == "change" and decision.details["old_value"] == "leeds depot"
+    # A compatible addition about the same subject retires nothing.
+    added = write(
+        client, world.agent, "The retailer opened a returns desk in York.", check_contradictions=True
+    )
+    assert added.status_code == 201, added.content
+    assert added.json()["contradictions"] == []
+    current = MemoryItem.objects.current().filter(tenant=world.tenant).values_list("pk", flat=True)
+    assert {str(pk) for pk in current} == {staff["id"], moved.json()["id"], added.json()["id"]}

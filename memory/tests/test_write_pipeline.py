@@ -50,7 +50,7 @@ def _blocked(operation: str) -> list[AuditEvent]:
 def test_contradiction_undo_embeds_before_its_transaction(world, access, recording):
     remember(access, "The checkout service depends on Redis.", scope="agent")
     out = remember(
-        access, "The checkout service depends on Memcached.", scope="agent", check_contradictions=True
+        access, "The checkout service now depends on Memcached.", scope="agent", check_contradictions=True
     )
     [decision] = out.contradictions
     recording.calls.clear()

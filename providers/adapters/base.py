@@ -305,18 +305,48 @@ class NewRecord:
 
 @dataclass
 class WriteResult:
-    """The outcome of a write. ``queued`` writes are never reported as settled."""
+    """The outcome of a write. ``queued`` writes are never reported as settled:
+    ``handle`` says what to ask the provider (:meth:`MemoryAdapter.settle`) until it
+    answers settled or failed."""
 
     status: str  # "settled" | "queued"
     external_ids: list[str] = field(default_factory=list)
     event_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    # Not part of the answer: what the reconcile task polls (an event, task or run id).
+    handle: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "external_ids": self.external_ids,
             "event_id": self.event_id,
+            "detail": bounded_mapping(self.detail),
+        }
+
+
+SETTLEMENT_STATUSES = ("queued", "settled", "failed")
+
+
+@dataclass
+class Settlement:
+    """What the provider says about a queued write now: still ``queued``, ``settled``
+    (with the ids it produced) or ``failed`` (with the provider's own reason)."""
+
+    status: str
+    reason: str | None = None
+    external_ids: list[str] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in SETTLEMENT_STATUSES:
+            raise ValueError(f"Settlement status is one of {SETTLEMENT_STATUSES}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "external_ids": self.external_ids[:100],
             "detail": bounded_mapping(self.detail),
         }
 
@@ -360,6 +390,10 @@ class MemoryAdapter:
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {}
     # The SDK modules the adapter imports lazily (see warm()).
     sdk_modules: ClassVar[tuple[str, ...]] = ()
+    # Constructor keywords an engine instance can be bound to in code
+    # (providers.adapters.registry.bind): a client, store, transport, session factory.
+    # Every adapter takes an ``http_transport`` (an httpx transport the caller owns).
+    injectable: ClassVar[tuple[str, ...]] = ("http_transport",)
 
     def __init__(
         self,
@@ -367,10 +401,13 @@ class MemoryAdapter:
         *,
         credential: CredentialGetter | None = None,
         resolver: Resolver | None = None,
+        http_transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.engine = engine
         self._credential = credential or (lambda: None)
         self._resolver = resolver
+        # A caller-owned transport (registry.bind): replaces the guarded egress transport.
+        self._http_transport = http_transport
 
     @classmethod
     def warm(cls) -> None:
@@ -439,6 +476,16 @@ class MemoryAdapter:
         with self.translate_errors():
             return method(ctx, **kwargs)
 
+    def check_write(self, ctx: OperationContext, handle: Mapping[str, Any]) -> Settlement:
+        """Ask the provider where a queued write stands (the reconcile task's call);
+        failures come out as AdapterError like every other call."""
+        with self.translate_errors():
+            return self.settle(ctx.for_operation("settle"), handle=dict(handle))
+
+    def settle(self, ctx: OperationContext, *, handle: dict[str, Any]) -> Settlement:
+        """Providers that queue writes override this with their own status call."""
+        raise self._unsupported("settle")
+
     @contextlib.contextmanager
     def translate_errors(self) -> Iterator[None]:
         try:
@@ -454,7 +501,15 @@ class MemoryAdapter:
             egress = find_egress_error(exc)
             if egress is not None:
                 raise self._from_egress(egress) from None
-            status = _status_of(exc)
+            status = status_of(exc)
+            if status is None and isinstance(exc, ValueError | TypeError):
+                # Refused on our side of the wire (an SDK validating its arguments):
+                # the same call fails the same way, so it is never worth retrying.
+                raise AdapterError(
+                    self._scrub(f"{self.provider} refused the request: {str(exc)[:300]}"),
+                    retryable=False,
+                    reason="request_refused",
+                ) from None
             raise AdapterError(
                 self._scrub(f"{self.provider} failed: {exc.__class__.__name__}: {str(exc)[:300]}"),
                 retryable=status is None or status == 429 or status >= 500,
@@ -499,6 +554,15 @@ class MemoryAdapter:
 
     def http_client(self, ctx: OperationContext, *, with_auth: bool = True) -> httpx.Client:
         headers = self.auth_headers(self.credential()) if with_auth else {}
+        if self._http_transport is not None:
+            url = httpx.URL(self.engine.base_url)
+            return httpx.Client(
+                transport=self._http_transport,
+                base_url=url.copy_with(path="/", query=None, fragment=None),
+                headers=headers,
+                timeout=self.engine.timeout_seconds,
+                follow_redirects=False,
+            )
         return guarded_client(
             self.egress_policy(),
             headers=headers,
@@ -602,7 +666,7 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return pool.submit(lambda: asyncio.run(make())).result()
 
 
-def _status_of(exc: BaseException | None) -> int | None:
+def status_of(exc: BaseException | None) -> int | None:
     """The HTTP status behind an SDK error, looking down the cause chain (SDKs re-raise)."""
     for _ in range(8):
         if exc is None:

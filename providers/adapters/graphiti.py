@@ -14,19 +14,32 @@ The default, :class:`HttpGraphitiTransport`, speaks the Graphiti REST service
 ``/episode/{uuid}``, ``/group/{group_id}``, ``/healthcheck``) over the guarded
 egress client; a caller embedding ``graphiti_core`` passes its own transport.
 
-Group ids: ``<tenant>__<user>`` (or ``<tenant>__agent-<agent>``), so a shared
-Graphiti service is ``logical``.
+Group ids: ``naming.join(tenant, "u", user)`` (or ``(tenant, "a", agent)``):
+escaped, so no two tenants or scopes share a group (``acme_corp`` / ``acme-corp``
+and ``a.b@x.io`` / ``a-b-x-io`` stay apart), in the ``[A-Za-z0-9_-]`` Graphiti
+accepts. A shared Graphiti service is ``logical``.
+
+Isolation by id: Graphiti's ``FactResult`` carries no group id, and its delete
+routes take any uuid. So an id is the caller's only if Graphiti's own answer for
+the caller's group names it: an episode must be among the group's episodes, a
+fact among those episodes' ``entity_edges`` (or list one of them in its
+``episodes`` lineage). The check reads at most ``OWNERSHIP_WINDOW`` recent
+episodes; an older record answers not found rather than risk another group's.
+
+Writes send a message ``uuid`` (the episode's uuid once Graphiti processed it),
+so a write returns its id and settles when that episode appears in the group.
 """
 
 from __future__ import annotations
 
-import re
+import uuid as uuid_lib
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 import httpx
 
+from providers.adapters import naming
 from providers.adapters.base import (
     AdapterError,
     HealthReport,
@@ -34,13 +47,14 @@ from providers.adapters.base import (
     MemoryAdapter,
     NewRecord,
     OperationContext,
+    Settlement,
     WriteResult,
     check_status,
     json_body,
     ranked,
 )
 
-_GROUP_PART = re.compile(r"[^A-Za-z0-9-]")
+OWNERSHIP_WINDOW = 1000
 
 
 class GraphitiTransport(Protocol):
@@ -124,6 +138,7 @@ class GraphitiAdapter(MemoryAdapter):
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("fact", "episode")
+    injectable = ("http_transport", "transport")
 
     def __init__(self, *args: Any, transport: GraphitiTransport | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -137,14 +152,32 @@ class GraphitiAdapter(MemoryAdapter):
     @staticmethod
     def group_id(ctx: OperationContext) -> str:
         if ctx.user_id:
-            scope = _GROUP_PART.sub("-", ctx.user_id)
-        elif ctx.agent_id:
-            scope = "agent-" + _GROUP_PART.sub("-", ctx.agent_id)
-        else:
-            raise AdapterError(
-                "Graphiti needs a user or agent scope.", retryable=False, reason="scope_required"
-            )
-        return f"{_GROUP_PART.sub('-', ctx.tenant_slug)}__{scope}"
+            return naming.join(ctx.tenant_slug, "u", ctx.user_id)
+        if ctx.agent_id:
+            return naming.join(ctx.tenant_slug, "a", ctx.agent_id)
+        raise AdapterError("Graphiti needs a user or agent scope.", retryable=False, reason="scope_required")
+
+    def _owned_episodes(self, transport: GraphitiTransport, ctx: OperationContext) -> list[dict[str, Any]]:
+        group = self.group_id(ctx)
+        return [e for e in transport.episodes(group, OWNERSHIP_WINDOW) if e.get("group_id") in (None, group)]
+
+    @staticmethod
+    def _not_found() -> AdapterError:
+        return AdapterError("No such Graphiti record.", retryable=False, reason="not_found", status=404)
+
+    def _owned_fact(self, transport: GraphitiTransport, ctx: OperationContext, uuid: str) -> dict[str, Any]:
+        episodes = self._owned_episodes(transport, ctx)
+        edges = {str(edge) for episode in episodes for edge in episode.get("entity_edges") or []}
+        try:
+            fact = transport.edge(uuid)
+        except AdapterError as exc:
+            if exc.status in (404, 422):
+                raise self._not_found() from None
+            raise
+        lineage = {str(e) for e in fact.get("episodes") or []}
+        if uuid not in edges and not lineage & {str(e["uuid"]) for e in episodes}:
+            raise self._not_found()
+        return fact
 
     # -- records ---------------------------------------------------------------
 
@@ -164,6 +197,11 @@ class GraphitiAdapter(MemoryAdapter):
             created_at=fact.get("created_at"),
             metadata={
                 "relation": fact.get("name"),
+                # Structured when Graphiti names the source node: federation compares
+                # facts about one subject and relation, never their wording.
+                "subject": fact.get("source_node_uuid"),
+                "predicate": fact.get("name") if fact.get("source_node_uuid") else None,
+                "object": fact.get("target_node_uuid"),
                 "valid_at": fact.get("valid_at"),
                 "invalid_at": fact.get("invalid_at"),
                 "expired_at": fact.get("expired_at"),
@@ -206,17 +244,42 @@ class GraphitiAdapter(MemoryAdapter):
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
         role_type = record.role if record.role in {"user", "assistant", "system"} else "user"
+        episode_uuid = str(uuid_lib.uuid4())
         message = {
             "content": record.text,
+            "uuid": episode_uuid,
             "role_type": role_type,
             "role": record.metadata.get("name", role_type),
             "name": "fedmem",
             "timestamp": datetime.now(UTC).isoformat(),
             "source_description": f"fedmem:{ctx.tenant_slug}",
         }
-        body = self.transport(ctx).add_messages(self.group_id(ctx), [message])
+        group = self.group_id(ctx)
+        body = self.transport(ctx).add_messages(group, [message])
         # Graphiti answers 202: the episode is queued for extraction, not yet in the graph.
-        return WriteResult("queued", [], None, {"message": body.get("message")})
+        return WriteResult(
+            "queued",
+            [f"episode:{episode_uuid}"],
+            episode_uuid,
+            {"message": body.get("message")},
+            handle={"group_id": group, "episode_uuid": episode_uuid},
+        )
+
+    def settle(self, ctx: OperationContext, *, handle: dict[str, Any]) -> Settlement:
+        """Graphiti has no task API: the write is settled once the episode with the
+        message's uuid is in the group (it never reports a failure; the reconcile
+        task gives up after its own bound)."""
+        group, episode_uuid = str(handle.get("group_id") or ""), str(handle.get("episode_uuid") or "")
+        if group != self.group_id(ctx):
+            return Settlement("failed", reason="The write belongs to another scope.")
+        for episode in self.transport(ctx).episodes(group, OWNERSHIP_WINDOW):
+            if str(episode.get("uuid")) == episode_uuid:
+                return Settlement(
+                    "settled",
+                    external_ids=[f"episode:{episode_uuid}"],
+                    detail={"entity_edges": len(episode.get("entity_edges") or [])},
+                )
+        return Settlement("queued", detail={"episode_uuid": episode_uuid})
 
     def recall(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
         return self.search(ctx, query=query, top_k=top_k)
@@ -243,28 +306,23 @@ class GraphitiAdapter(MemoryAdapter):
     def get(self, ctx: OperationContext, *, external_id: str) -> Hit:
         kind, _, uuid = external_id.partition(":")
         if kind != "fact" or not uuid:
-            raise AdapterError(
-                "Graphiti items are read by fact id.",
-                retryable=False,
-                reason="not_found",
-                status=404,
-            )
-        fact = self.transport(ctx).edge(uuid)
-        if fact.get("group_id") not in (None, self.group_id(ctx)):
-            raise AdapterError("No such Graphiti fact.", retryable=False, reason="not_found", status=404)
-        hit = self.fact_hit(fact)
+            raise self._not_found()
+        hit = self.fact_hit(self._owned_fact(self.transport(ctx), ctx, uuid))
         hit.rank = 1
         return hit
 
     def forget(self, ctx: OperationContext, *, external_id: str) -> WriteResult:
         kind, _, uuid = external_id.partition(":")
         transport = self.transport(ctx)
-        if kind == "episode":
+        if kind == "episode" and uuid:
+            if uuid not in {str(e["uuid"]) for e in self._owned_episodes(transport, ctx)}:
+                raise self._not_found()
             transport.delete_episode(uuid)
-        elif kind == "fact":
+        elif kind == "fact" and uuid:
+            self._owned_fact(transport, ctx, uuid)
             transport.delete_edge(uuid)
         else:
-            raise AdapterError("Not a Graphiti id.", retryable=False, reason="not_found", status=404)
+            raise self._not_found()
         return WriteResult("settled", [external_id])
 
     def purge(self, ctx: OperationContext) -> WriteResult:

@@ -4,7 +4,10 @@ LangGraph's long-term memory is a store of items (``namespace`` tuple, ``key``,
 ``value`` dict, timestamps, an optional search score). The adapter keeps that
 model: fedmem's namespace maps onto a namespace prefix
 ``(root, tenant, agent, user)`` (the tenant in the prefix is what makes a shared
-instance ``logical``), an item's ``namespace/key`` is its external id.
+instance ``logical``), an item's ``namespace/key`` is its external id. Labels are
+escaped (:func:`label`): LangGraph joins a namespace with ``.`` on the wire and
+refuses a ``.`` in a label, so ``alice@example.com`` is sent as
+``alice@example%2Ecom``; a user literally named ``_`` cannot pose as "no user".
 
 Checkpoints (a graph's execution state) are not memory: a checkpoint saver is
 refused outright, and an item that is a checkpoint (under a ``checkpoint``
@@ -42,6 +45,21 @@ from providers.credentials import Secret
 
 Namespace = tuple[str, ...]
 _NO_SCOPE = "_"
+
+
+def label(value: str) -> str:
+    """One namespace label, reversible and free of ``.`` (percent-escaping ``%`` and ``.``)."""
+    if value == _NO_SCOPE:
+        return "%5F"
+    return value.replace("%", "%25").replace(".", "%2E")
+
+
+def unlabel(value: str) -> str:
+    if value == _NO_SCOPE:
+        return ""
+    return value.replace("%2E", ".").replace("%5F", "_").replace("%25", "%")
+
+
 _CHECKPOINT_KEYS = {"channel_values", "channel_versions", "versions_seen"}
 
 
@@ -133,6 +151,7 @@ class LangGraphAdapter(MemoryAdapter):
     shared_isolation = "logical"
     record_kinds = RECORD_KINDS
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {"namespace_root": str}
+    injectable = ("http_transport", "store")
 
     def __init__(self, *args: Any, store: StorePort | Any | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,22 +169,31 @@ class LangGraphAdapter(MemoryAdapter):
             return self._store
         from langgraph_sdk.client import SyncLangGraphClient
 
-        return ServerStore(SyncLangGraphClient(self.http_client(ctx)))
+        return ServerStore(SyncLangGraphClient(self.server_client(ctx)))
+
+    def server_client(self, ctx: OperationContext) -> Any:
+        """The guarded client, rooted at base_url's path: a server behind a prefix
+        (``https://host/langgraph``) keeps it on every store call."""
+        client = self.http_client(ctx)
+        client.base_url = client.base_url.copy_with(path=self.base_path() + "/")
+        return client
 
     # -- namespaces -------------------------------------------------------------
 
     def prefix(self, ctx: OperationContext) -> Namespace:
-        root = str(self.engine.options.get("namespace_root") or "fedmem")
-        prefix: Namespace = (root, ctx.tenant_slug)
+        root = label(str(self.engine.options.get("namespace_root") or "fedmem"))
+        prefix: Namespace = (root, label(ctx.tenant_slug))
         if ctx.agent_id:
-            prefix += (ctx.agent_id,)
+            prefix += (label(ctx.agent_id),)
             if ctx.user_id:
-                prefix += (ctx.user_id,)
+                prefix += (label(ctx.user_id),)
         return prefix
 
     def write_namespace(self, ctx: OperationContext) -> Namespace:
-        root = str(self.engine.options.get("namespace_root") or "fedmem")
-        return (root, ctx.tenant_slug, ctx.agent_id or _NO_SCOPE, ctx.user_id or _NO_SCOPE)
+        root = label(str(self.engine.options.get("namespace_root") or "fedmem"))
+        agent = label(ctx.agent_id) if ctx.agent_id else _NO_SCOPE
+        user = label(ctx.user_id) if ctx.user_id else _NO_SCOPE
+        return (root, label(ctx.tenant_slug), agent, user)
 
     @staticmethod
     def external_id(namespace: Sequence[str], key: str) -> str:
@@ -197,7 +225,8 @@ class LangGraphAdapter(MemoryAdapter):
             raise RecordRefused("A LangGraph item value is a JSON object.", retryable=False)
         kind = str(value["kind"]) if value.get("kind") in RECORD_KINDS else "fact"
         metadata = {k: v for k, v in value.items() if k not in {"text", "content", "kind"}}
-        metadata["namespace"] = "/".join(namespace)
+        readable = "/".join(unlabel(part) or _NO_SCOPE for part in namespace)
+        metadata["namespace"] = readable
         return Hit(
             provider_id=self.provider,
             engine_id=self.engine.engine_id,
@@ -206,7 +235,7 @@ class LangGraphAdapter(MemoryAdapter):
             text=_text_of(value),
             provenance={
                 "provider": "langgraph",
-                "namespace": "/".join(namespace),
+                "namespace": readable,
                 "key": item.get("key"),
             },
             created_at=item.get("created_at"),
@@ -231,8 +260,8 @@ class LangGraphAdapter(MemoryAdapter):
         if self._store is not None:
             self._store.list_namespaces(self.prefix(ctx), 1)
             return HealthReport("ok", watch.ms, {"store": "library"})
-        with self.http_client(ctx) as client:
-            check_status(client.get(f"{self.base_path()}/ok"), self.provider)
+        with self.server_client(ctx) as client:
+            check_status(client.get("ok"), self.provider)
         return HealthReport("ok", watch.ms, {"store": "server"})
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:

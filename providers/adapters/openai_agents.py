@@ -15,7 +15,13 @@ Sessions come from:
 * otherwise the OpenAI Conversations API (``OpenAIConversationsSession`` with an
   ``AsyncOpenAI`` client over the guarded egress client); the fedmem session id is
   the conversation id. Conversation ids are global to an OpenAI project, so a
-  shared instance is only ``none``-isolated.
+  shared instance is only ``none``-isolated; still, a conversation fedmem started
+  carries ``fedmem_tenant`` in its metadata and is never read for another tenant.
+
+A conversation must exist before items can be added to it (the API answers 404).
+``remember`` into a session id that is no conversation starts one (with the item
+and the tenant in its metadata) and answers the new conversation id in
+``detail.session_id``: the caller uses that id from then on.
 """
 
 from __future__ import annotations
@@ -78,10 +84,18 @@ class OpenAIAgentsAdapter(MemoryAdapter):
     shared_isolation = "none"
     session_memory = True
     record_kinds = ("message",)
+    injectable = ("http_transport", "session_factory", "client")
 
-    def __init__(self, *args: Any, session_factory: SessionFactory | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        session_factory: SessionFactory | None = None,
+        client: Any = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._session_factory = session_factory
+        self._client = client  # a caller's AsyncOpenAI for the Conversations API
 
     @property
     def isolation(self) -> str:
@@ -103,15 +117,13 @@ class OpenAIAgentsAdapter(MemoryAdapter):
             return f"{ctx.tenant_slug}:{ctx.agent_id or '_'}:{ctx.session_id}"
         return ctx.session_id
 
-    def session(self, ctx: OperationContext) -> Any:
-        key = self.session_key(ctx)
-        if self._session_factory is not None:
-            return self._session_factory(key)
-        from agents.memory import OpenAIConversationsSession
+    def openai_client(self, ctx: OperationContext) -> Any:
+        if self._client is not None:
+            return self._client
         from openai import AsyncOpenAI
 
         secret = self.credential()
-        client = AsyncOpenAI(
+        return AsyncOpenAI(
             api_key=secret.reveal() if secret else "unset",
             base_url=self.engine.base_url,
             # openai 3.x annotates httpx2's client; httpx's AsyncClient has the same
@@ -119,10 +131,42 @@ class OpenAIAgentsAdapter(MemoryAdapter):
             http_client=self.async_http_client(ctx, with_auth=False),  # type: ignore[arg-type]
             max_retries=0,
         )
-        return OpenAIConversationsSession(conversation_id=key, openai_client=client)
+
+    def session(self, ctx: OperationContext) -> Any:
+        key = self.session_key(ctx)
+        if self._session_factory is not None:
+            return self._session_factory(key)
+        from agents.memory import OpenAIConversationsSession
+
+        self._check_conversation(ctx)
+        return OpenAIConversationsSession(conversation_id=key, openai_client=self.openai_client(ctx))
+
+    def _conversation(self, ctx: OperationContext) -> Any | None:
+        """The conversation behind the session id, None when the API has no such one."""
+        from openai import NotFoundError
+
+        client = self.openai_client(ctx)
+        try:
+            return run_sync(lambda: client.conversations.retrieve(self.session_key(ctx)))
+        except NotFoundError:
+            return None
+
+    def _check_conversation(self, ctx: OperationContext) -> None:
+        conversation = self._conversation(ctx)
+        if conversation is None:
+            raise AdapterError("No such conversation.", retryable=False, reason="not_found", status=404)
+        tenant = (getattr(conversation, "metadata", None) or {}).get("fedmem_tenant")
+        if tenant is not None and tenant != ctx.tenant_slug:
+            # Started by fedmem for another tenant: the same answer as a missing one.
+            raise AdapterError("No such conversation.", retryable=False, reason="not_found", status=404)
 
     def _items(self, ctx: OperationContext, limit: int | None) -> list[dict[str, Any]]:
-        session = self.session(ctx)
+        try:
+            session = self.session(ctx)
+        except AdapterError as exc:
+            if exc.reason == "not_found":
+                return []  # no conversation: nothing remembered there
+            raise
         return list(run_sync(lambda: session.get_items(limit=limit)))
 
     def _hit(self, item: dict[str, Any], position: int, ctx: OperationContext) -> Hit:
@@ -166,8 +210,23 @@ class OpenAIAgentsAdapter(MemoryAdapter):
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
         role = record.role if record.role in {"user", "assistant", "system", "developer"} else "user"
+        item = {"role": role, "content": record.text}
+        if self._session_factory is None and self._conversation(ctx) is None:
+            client = self.openai_client(ctx)
+            metadata = {"fedmem_tenant": ctx.tenant_slug, "fedmem_session": str(ctx.session_id)[:512]}
+            created = run_sync(lambda: client.conversations.create(items=[item], metadata=metadata))
+            return WriteResult(
+                "settled",
+                [],
+                None,
+                {
+                    "session_id": created.id,
+                    "conversation_created": True,
+                    "requested_session_id": ctx.session_id,
+                },
+            )
         session = self.session(ctx)
-        run_sync(lambda: session.add_items([{"role": role, "content": record.text}]))
+        run_sync(lambda: session.add_items([item]))
         return WriteResult("settled", [], None, {"session_id": ctx.session_id})
 
     def recall(self, ctx: OperationContext, *, query: str, top_k: int) -> list[Hit]:
@@ -187,6 +246,11 @@ class OpenAIAgentsAdapter(MemoryAdapter):
         raise AdapterError("No such session item.", retryable=False, reason="not_found", status=404)
 
     def purge(self, ctx: OperationContext) -> WriteResult:
-        session = self.session(ctx)
+        try:
+            session = self.session(ctx)
+        except AdapterError as exc:
+            if exc.reason == "not_found":
+                return WriteResult("settled", [], None, {"session_id": ctx.session_id, "deleted": 0})
+            raise
         run_sync(session.clear_session)
         return WriteResult("settled", [], None, {"session_id": ctx.session_id})

@@ -9,16 +9,25 @@ does not announce ``get`` or ``update`` — no exact-key semantics are inferred
 from graph search. Adds are processed by Zep in the background: an add is
 ``queued`` with Zep's task id until Zep says the episode is processed.
 
-Graph ids: every fedmem user maps to a Zep user ``<tenant>:<user>`` (or
-``<tenant>:agent:<agent>`` when there is no user), whose user graph holds its
-memory — the tenant prefix makes a shared instance ``logical``. The official
-``zep-cloud`` client runs over the guarded egress client.
+Addressing: Zep v4 addresses a graph by its UUID, not by the developer's id. Every
+fedmem user maps to a Zep user whose developer id is
+``naming.join(tenant, "u", user)`` (or ``(tenant, "a", agent)`` when there is no
+user; collision-free, see :mod:`providers.adapters.naming`); the adapter resolves
+it to the user's graph UUID with ``user.lookup`` (creating the user on the first
+write) and only ever sends that UUID. A user that does not exist has no memory:
+reads answer empty without asking for a graph Zep would answer 404 for.
+
+Isolation: every graph call names the caller's own graph UUID; a forget first
+reads the episode and refuses (as not found) one whose ``graph_uuid`` is not the
+caller's. Adds and deletes are asynchronous in Zep: both answer a task, reported
+``queued`` with the task's UUID until ``task.get`` says succeeded or failed.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from providers.adapters import naming
 from providers.adapters.base import (
     AdapterError,
     HealthReport,
@@ -26,6 +35,7 @@ from providers.adapters.base import (
     MemoryAdapter,
     NewRecord,
     OperationContext,
+    Settlement,
     WriteResult,
     ranked,
 )
@@ -44,6 +54,7 @@ class ZepAdapter(MemoryAdapter):
             "recall",
             "search",
             "forget",
+            "purge",
             "get_health",
             "get_capabilities",
         }
@@ -51,6 +62,14 @@ class ZepAdapter(MemoryAdapter):
     knowledge_capabilities: ClassVar[frozenset[str]] = frozenset({"search_graph"})
     shared_isolation = "logical"
     record_kinds = ("edge", "entity", "episode", "summary")
+    injectable = ("http_transport", "client")
+
+    def __init__(self, *args: Any, client: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._client = client
+        self._graphs: dict[str, str] = {}
+        self._users: dict[str, str] = {}
+
     option_types: ClassVar[dict[str, type | tuple[type, ...]]] = {
         "recall_scopes": list,  # which of edges / nodes / episodes a recall searches
         "include_context": bool,  # add Zep's assembled context block as one summary
@@ -67,6 +86,8 @@ class ZepAdapter(MemoryAdapter):
         return {}  # the Zep client sets "Authorization: Api-Key <key>"
 
     def client(self, ctx: OperationContext) -> Any:
+        if self._client is not None:
+            return self._client
         from zep_cloud.client import Zep
 
         secret = self.credential()
@@ -81,12 +102,34 @@ class ZepAdapter(MemoryAdapter):
         )
 
     @staticmethod
-    def graph_id(ctx: OperationContext) -> str:
+    def user_key(ctx: OperationContext) -> str:
+        """The Zep developer user id of the caller's graph."""
         if ctx.user_id:
-            return f"{ctx.tenant_slug}:{ctx.user_id}"
+            return naming.join(ctx.tenant_slug, "u", ctx.user_id)
         if ctx.agent_id:
-            return f"{ctx.tenant_slug}:agent:{ctx.agent_id}"
+            return naming.join(ctx.tenant_slug, "a", ctx.agent_id)
         raise AdapterError("Zep needs a user or agent scope.", retryable=False, reason="scope_required")
+
+    def graph_uuid(self, client: Any, ctx: OperationContext, *, create: bool = False) -> str | None:
+        """The caller's graph UUID, from Zep's own lookup (None: no such user yet)."""
+        from zep_cloud.errors import NotFoundError
+
+        key = self.user_key(ctx)
+        if key in self._graphs:
+            return self._graphs[key]
+        try:
+            user = client.user.lookup(user_id=key)
+        except NotFoundError:
+            if not create:
+                return None
+            user = client.user.create(user_id=key, metadata={"fedmem_tenant": ctx.tenant_slug})
+        graph = user.graph_uuid or user.uuid_
+        if not graph:
+            raise AdapterError("Zep answered a user without a graph.", retryable=True)
+        self._graphs[key] = graph
+        if user.uuid_:
+            self._users[key] = user.uuid_
+        return str(graph)
 
     # -- records ---------------------------------------------------------------
 
@@ -148,7 +191,9 @@ class ZepAdapter(MemoryAdapter):
 
     def _search(self, ctx: OperationContext, query: str, top_k: int, scopes: list[str]) -> list[list[Hit]]:
         client = self.client(ctx)
-        graph_id = self.graph_id(ctx)
+        graph_id = self.graph_uuid(client, ctx)
+        if graph_id is None:
+            return []  # no Zep user for this scope: nothing remembered there
         lists: list[list[Hit]] = []
         for scope in scopes:
             if scope == "edges":
@@ -219,38 +264,91 @@ class ZepAdapter(MemoryAdapter):
         return self.interleave(self._search(ctx, query, top_k, [scope]), top_k)
 
     def remember(self, ctx: OperationContext, *, record: NewRecord) -> WriteResult:
-        from zep_cloud.errors import NotFoundError
-
         client = self.client(ctx)
-        graph_id = self.graph_id(ctx)
+        graph = self.graph_uuid(client, ctx, create=True)
         kind = "message" if record.kind == "message" else "text"
-        try:
-            result = client.graph.episode.add(
-                graph_id, data=record.text, type=kind, metadata=record.metadata or None
-            )
-        except NotFoundError:
-            # First write for this user: Zep users (and their graphs) are created explicitly.
-            client.user.create(user_id=graph_id, metadata={"fedmem_tenant": ctx.tenant_slug})
-            result = client.graph.episode.add(
-                graph_id, data=record.text, type=kind, metadata=record.metadata or None
-            )
+        result = client.graph.episode.add(
+            graph, data=record.text, type=kind, metadata=record.metadata or None
+        )
         episode, task = result.episode, result.task
         episode_id = f"episode:{episode.uuid_}" if episode and episode.uuid_ else None
-        if episode is not None and episode.processed:
-            return WriteResult("settled", [episode_id] if episode_id else [])
+        ids = [episode_id] if episode_id else []
+        if task is None or not task.uuid_:
+            if episode is not None and episode.processed:
+                return WriteResult("settled", ids)
+            return WriteResult("queued", ids, None, {"task_status": None})
         return WriteResult(
-            "queued",
-            [episode_id] if episode_id else [],
-            task.uuid_ if task else None,
-            {"task_status": task.status if task else None},
+            "queued", ids, task.uuid_, {"task_status": task.status}, handle={"task_uuid": task.uuid_}
         )
 
     def forget(self, ctx: OperationContext, *, external_id: str) -> WriteResult:
+        from zep_cloud.errors import BadRequestError, NotFoundError
+
         kind, _, uuid = external_id.partition(":")
         if kind != "episode" or not uuid:
             # Edges and nodes are derived by Zep from episodes; forgetting is done at the source.
             raise AdapterError(
                 "Only Zep episodes can be forgotten.", retryable=False, reason="request_refused"
             )
-        self.client(ctx).graph.episode.delete(self.graph_id(ctx), uuid)
-        return WriteResult("settled", [external_id])
+        client = self.client(ctx)
+        graph = self.graph_uuid(client, ctx)
+        not_found = AdapterError("No such Zep episode.", retryable=False, reason="not_found", status=404)
+        if graph is None:
+            raise not_found
+        try:
+            episode = client.graph.episode.get(graph, uuid)
+        except (NotFoundError, BadRequestError):
+            raise not_found from None
+        # Zep says which graph the episode is in: another tenant's is "not found".
+        if episode.graph_uuid and episode.graph_uuid != graph:
+            raise not_found
+        result = client.graph.episode.delete(graph, uuid)
+        task = getattr(result, "task", None)
+        if task is None or not task.uuid_:
+            return WriteResult("settled", [external_id])
+        return WriteResult(
+            "queued",
+            [external_id],
+            task.uuid_,
+            {"task_status": task.status},
+            handle={"task_uuid": task.uuid_},
+        )
+
+    def purge(self, ctx: OperationContext) -> WriteResult:
+        """Delete the caller's Zep user and with it its graph (how a subject is erased
+        in Zep); Zep does it in the background, so it is queued with its task."""
+        client = self.client(ctx)
+        key = self.user_key(ctx)
+        if self.graph_uuid(client, ctx) is None or key not in self._users:
+            return WriteResult("settled", [], None, {"deleted": 0})
+        result = client.user.delete(self._users.pop(key))
+        self._graphs.pop(key, None)
+        task = getattr(result, "task", None)
+        if task is None or not task.uuid_:
+            return WriteResult("settled", [], None, {"deleted": 1})
+        return WriteResult(
+            "queued", [], task.uuid_, {"task_status": task.status}, handle={"task_uuid": task.uuid_}
+        )
+
+    def settle(self, ctx: OperationContext, *, handle: dict[str, Any]) -> Settlement:
+        from zep_cloud.errors import NotFoundError
+
+        task_uuid = str(handle.get("task_uuid") or "")
+        if not task_uuid:
+            return Settlement("failed", reason="No Zep task to follow.")
+        try:
+            task = self.client(ctx).task.get(task_uuid)
+        except NotFoundError:
+            return Settlement("failed", reason="Zep has no such task.", detail={"task_uuid": task_uuid})
+        status = str(task.status or "")
+        detail = {"task_uuid": task_uuid, "task_status": status, "completed_at": task.completed_at}
+        if status in ("succeeded", "partial"):
+            if status == "partial" and task.error is not None:
+                detail["partial_error"] = task.error.message
+            return Settlement("settled", detail=detail)
+        if status == "failed":
+            message = (task.error.message or task.error.code) if task.error else None
+            return Settlement(
+                "failed", reason=str(message or "Zep reports the task failed.")[:500], detail=detail
+            )
+        return Settlement("queued", detail=detail)

@@ -163,3 +163,82 @@ class LocalServer:
     def sleep(self, seconds: float) -> None:
         """Block a handler (a slow engine) until ``seconds`` pass or the server stops."""
         self.stopping.wait(seconds)
+
+
+# --- conformance: a fake answers only what the provider's own definitions allow ---------
+
+
+class SchemaViolation(AssertionError):
+    """A fake tried to send a body the provider's published model does not describe."""
+
+
+def _model_fields(model: Any) -> dict[str, Any]:
+    """Wire name -> annotation of a pydantic model (aliases are what goes on the wire)."""
+    fields = {}
+    for name, info in model.model_fields.items():
+        fields[info.alias or name] = info
+    return fields
+
+
+def _inner_models(annotation: Any) -> list[Any]:
+    """The pydantic models an annotation can hold (Optional[M], list[M], dict[str, M] ...)."""
+    from typing import get_args
+
+    import pydantic
+
+    found: list[Any] = []
+    stack = [annotation]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, type) and issubclass(current, pydantic.BaseModel):
+            found.append(current)
+            continue
+        stack.extend(get_args(current))
+    return found
+
+
+def conform(model: Any, body: Any, path: str = "$") -> Any:
+    """Check ``body`` against a provider's pydantic model (an SDK type or a DTO copied
+    from the provider's server source): no key the model lacks, every required key
+    present, nested models checked too. Returns ``body`` so a handler can wrap its
+    answer. SDK models accept extra keys at run time; this check does not, so a field
+    only the fake sends cannot make a test pass."""
+    if body is None:
+        return body
+    if isinstance(body, list):
+        for index, entry in enumerate(body):
+            conform(model, entry, f"{path}[{index}]")
+        return body
+    if not isinstance(body, dict):
+        raise SchemaViolation(f"{path}: {model.__name__} is an object, got {type(body).__name__}")
+    fields = _model_fields(model)
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise SchemaViolation(f"{path}: {model.__name__} has no field(s) {unknown}")
+    for wire, info in fields.items():
+        if info.is_required() and wire not in body:
+            raise SchemaViolation(f"{path}: {model.__name__}.{wire} is required")
+        value = body.get(wire)
+        nested = _inner_models(info.annotation)
+        if nested and value is not None:
+            entries = value if isinstance(value, list) else [value]
+            for entry in entries:
+                if isinstance(entry, dict):
+                    _conform_any(nested, entry, f"{path}.{wire}")
+    # The provider's own validation too (types, enums), not only the key set.
+    model.model_validate(body)
+    return body
+
+
+def _conform_any(models: list[Any], body: dict[str, Any], path: str) -> None:
+    """A union (an item that is a message or a tool call ...): one member must fit."""
+    import pydantic
+
+    errors = []
+    for model in models:
+        try:
+            conform(model, body, path)
+            return
+        except (SchemaViolation, pydantic.ValidationError) as exc:
+            errors.append(str(exc).splitlines()[0])
+    raise SchemaViolation(f"{path}: fits none of {[m.__name__ for m in models]}: {errors[:3]}")

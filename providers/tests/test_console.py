@@ -138,3 +138,24 @@ def test_dashboard_engine_panel_checks_quickly_and_caches(client, world, engines
     assert "unavailable" in slow_row and "(cached)" not in slow_row
     again = client.get("/dashboard/engines/", **HX).content.decode()
     assert "(cached)" in again[again.index("slow-custom") :].split("</tr>")[0]
+
+
+def test_detail_shows_where_the_tenants_queued_writes_stand(client, world, engines):
+    import uuid
+
+    from providers.models import ProviderWrite
+
+    engine = EngineInstance.objects.get(pk="shared-custom")
+    for tenant, status, reason in (
+        (world.tenant, "queued", ""),
+        (world.tenant, "failed", "episode rejected by the content policy"),
+        (world.other_tenant, "failed", "globex-only reason"),
+    ):
+        ProviderWrite.objects.create(
+            id=uuid.uuid4(), tenant=tenant, engine=engine, operation="remember", status=status, reason=reason
+        )
+    client.force_login(world.owner)
+    page = client.get("/engines/shared-custom/").content.decode()
+    assert "Writes this engine was still processing" in page
+    assert "episode rejected by the content policy" in page and ">queued<" in page
+    assert "globex-only reason" not in page

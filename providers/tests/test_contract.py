@@ -40,6 +40,7 @@ def test_registry_covers_the_issue():
     assert provider_kinds() == sorted(
         [
             "mem0",
+            "mem0_server",
             "zep",
             "graphiti",
             "letta",

@@ -52,3 +52,66 @@ def test_a_hold_stops_provider_forget_and_is_audited(world, local_server):
     assert _deletes(server) == []
     event = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="provider_forget")
     assert event.data["holds"] == [str(hold.pk)]
+
+
+def test_a_provider_that_forgets_in_the_background_is_waited_for(world, settings, monkeypatch):
+    """Zep deletes a user (and its graph) with a task: the certificate records Zep's
+    final answer, not the acknowledgement."""
+    from providers.adapters.zep import ZepAdapter
+    from providers.models import AccessControl, ProviderWrite
+    from providers.services import operation_context
+    from providers.tests.fakes.zep import API_KEY, ZepFake
+
+    monkeypatch.setenv("FEDMEM_CRED_TEST_ZEP", API_KEY)
+    zep = ZepFake().start()
+    try:
+        zep.settle_after_polls = 2  # Zep's worker finishes while we ask
+        declare(
+            "zep-main",
+            zep.url,
+            provider="zep",
+            access_control=AccessControl.PLATFORM_KEY,
+            credential_ref="env://FEDMEM_CRED_TEST_ZEP",
+        )
+        ctx = operation_context(tenant=world.tenant, operation="remember", agent=world.agent, user_id="jane")
+        zep.add_user(ZepAdapter.user_key(ctx))
+        certificate = _erase(world).certificate
+        (engine,) = [e for e in certificate["engines"] if e["engine"] == "zep-main"]
+        assert engine["status"] == "forgotten" and engine["forgotten"] == 1
+        assert engine["writes"][0]["status"] == "settled"
+        assert zep.users == {}
+        assert ProviderWrite.objects.get(pk=engine["writes"][0]["id"]).operation == "forget"
+    finally:
+        zep.stop()
+
+
+def test_a_forget_the_provider_fails_is_issued_again_and_its_reason_recorded(world, settings, monkeypatch):
+    from providers.adapters.zep import ZepAdapter
+    from providers.models import AccessControl
+    from providers.services import operation_context
+    from providers.tests.fakes.zep import API_KEY, ZepFake
+
+    settings.FEDMEM_ERASURE_PROVIDER_WAIT_SECONDS = 0
+    monkeypatch.setenv("FEDMEM_CRED_TEST_ZEP", API_KEY)
+    zep = ZepFake().start()
+    try:
+        zep.settle_after_polls = 1
+        zep.fail_next = "graph locked by an import"
+        declare(
+            "zep-main",
+            zep.url,
+            provider="zep",
+            access_control=AccessControl.PLATFORM_KEY,
+            credential_ref="env://FEDMEM_CRED_TEST_ZEP",
+        )
+        ctx = operation_context(tenant=world.tenant, operation="remember", agent=world.agent, user_id="jane")
+        zep.add_user(ZepAdapter.user_key(ctx))
+        certificate = _erase(world).certificate
+        (engine,) = [e for e in certificate["engines"] if e["engine"] == "zep-main"]
+        # The first delete failed with Zep's reason; the second, issued by the erasure, settled.
+        assert [w["status"] for w in engine["writes"]] == ["settled"]
+        assert engine["status"] == "forgotten" and zep.users == {}
+        delete_calls = [r for r in zep.server.requests if r.method == "DELETE"]
+        assert len(delete_calls) == 2
+    finally:
+        zep.stop()

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from providers.adapters.base import OperationContext
+from providers.adapters.graphiti import GraphitiAdapter
+from providers.adapters.zep import ZepAdapter
 from providers.models import AccessControl
-from providers.tests.adapters.test_graphiti import graphiti_server
 from providers.tests.adapters.test_letta import letta_server
-from providers.tests.adapters.test_mem0 import API_KEY as MEM0_KEY
-from providers.tests.adapters.test_mem0 import mem0_platform
-from providers.tests.adapters.test_zep import API_KEY as ZEP_KEY
-from providers.tests.adapters.test_zep import zep_server
 from providers.tests.engines import declare
+from providers.tests.fakes.graphiti import GraphitiFake
+from providers.tests.fakes.mem0 import API_KEY as MEM0_KEY
+from providers.tests.fakes.mem0 import Mem0Platform
+from providers.tests.fakes.zep import API_KEY as ZEP_KEY
+from providers.tests.fakes.zep import ZepFake
 
 
 @pytest.fixture
@@ -22,21 +25,38 @@ def providers_up(world, monkeypatch):
     assert warm(["mem0", "zep", "letta", "graphiti"]) == dict.fromkeys(
         ["mem0", "zep", "letta", "graphiti"], "ok"
     )
-    mem0, memories = mem0_platform()
-    zep, zep_state = zep_server()
+    mem0, zep, graphiti = Mem0Platform().start(), ZepFake().start(), GraphitiFake().start()
     letta = letta_server(tag=f"fedmem:{world.tenant.slug}:{world.agent.pk}")
-    graphiti, _ = graphiti_server()
     servers = [mem0, zep, letta, graphiti]
     tenant, agent = world.tenant.slug, str(world.agent.pk)
+    alice = OperationContext(
+        operation="recall",
+        tenant_id=str(world.tenant.pk),
+        tenant_slug=tenant,
+        agent_id=agent,
+        user_id="alice",
+    )
     # What each provider already holds for this tenant's agent and its user "alice".
-    memories["m-1"] = {
-        "id": "m-1",
-        "memory": "Alice lives in Porto",
-        "user_id": f"{tenant}:alice",
-        "agent_id": f"{tenant}:{agent}",
-        "created_at": "2026-03-01T10:00:00Z",
-    }
-    zep_state["edges"][f"{tenant}:alice"] = [
+    mem0.seed(
+        id="m-1", memory="Alice lives in Porto", user_id=f"{tenant}:alice", created_at="2026-03-01T10:00:00Z"
+    )
+    graphiti.seed_episode(
+        GraphitiAdapter.group_id(alice),
+        "user: I moved to Porto",
+        [
+            {
+                "uuid": "f-1",
+                "name": "LIVES_IN",
+                "fact": "Alice lives in Porto",
+                "valid_at": "2026-02-01T00:00:00Z",
+                "invalid_at": None,
+                "created_at": "2026-02-01T00:00:00Z",
+                "expired_at": None,
+            }
+        ],
+    )
+    zep_graph = zep.graphs[zep.add_user(ZepAdapter.user_key(alice))["graph_uuid"]]
+    zep_graph["edges"] = [
         {
             "uuid": "edge-1",
             "fact": "Alice lives in Lisbon",
@@ -60,7 +80,7 @@ def providers_up(world, monkeypatch):
     )
     declare(
         "zep",
-        f"{zep.url}/api/v4",
+        zep.url,
         provider="zep",
         access_control=key,
         credential_ref="env://FEDMEM_CRED_ZEP",

@@ -3,125 +3,25 @@ separate official client) against a local server written from Cognee's REST API.
 
 from __future__ import annotations
 
-import itertools
-import re
+import time
 
 import pytest
 
 from providers.adapters.base import AdapterError, CapabilityUnsupported
 from providers.adapters.cognee import CogneeAdapter
 from providers.tests.adapters.helpers import assert_contract, ctx, engine, key
-from providers.tests.servers import LocalServer, Resp
-
-
-def cognee_server() -> tuple[LocalServer, dict]:
-    server = LocalServer().start()
-    state: dict = {"datasets": {}, "data": {}, "cognified": set()}
-    ids = itertools.count(1)
-
-    def authed(handler):
-        def wrapped(req):
-            if req.headers.get("authorization") != "Bearer cg-token":
-                return Resp(401, {"detail": "Unauthorized"})
-            return handler(req)
-
-        return wrapped
-
-    def add(req):
-        body = req.body.decode("utf-8", "replace")
-        name = re.search(r'name="datasetName"\r\n\r\n([^\r]+)', body).group(1)
-        texts = re.findall(r'filename="[^"]+"\r\nContent-Type: text/plain\r\n\r\n(.*?)\r\n--', body, re.S)
-        dataset = next((d for d in state["datasets"].values() if d["name"] == name), None)
-        if dataset is None:
-            dataset = {
-                "id": f"00000000-0000-4000-8000-{next(ids):012d}",
-                "name": name,
-                "createdAt": "2026-03-01T10:00:00Z",
-                "ownerId": "owner-1",
-            }
-            state["datasets"][dataset["id"]] = dataset
-        state["data"].setdefault(dataset["id"], []).extend(texts)
-        return Resp(200, {"status": "PipelineRunCompleted", "dataset_id": dataset["id"]})
-
-    def cognify(req):
-        dataset_id = req.json["datasetIds"][0]
-        state["cognified"].add(dataset_id)
-        return Resp(
-            200,
-            {
-                dataset_id: {
-                    "status": "PipelineRunStarted",
-                    "pipeline_run_id": "run-1",
-                    "dataset_id": dataset_id,
-                }
-            },
-        )
-
-    def search(req):
-        body = req.json
-        words = set(body["query"].lower().split())
-        out = []
-        for dataset_id in body["datasetIds"]:
-            chunks = [
-                {"id": f"chunk-{dataset_id[-3:]}-{i}", "text": t, "chunk_index": i}
-                for i, t in enumerate(state["data"].get(dataset_id, []))
-                if words & set(t.lower().split())
-            ]
-            if body["searchType"] == "GRAPH_COMPLETION":
-                chunks = ["Alice leads the robotics team."] if chunks else []
-            out.append(
-                {
-                    "search_result": chunks[: body["topK"]],
-                    "dataset_id": dataset_id,
-                    "dataset_name": state["datasets"][dataset_id]["name"],
-                }
-            )
-        return Resp(200, out)
-
-    def graph(req):
-        return Resp(
-            200,
-            {
-                "nodes": [
-                    {"id": "n1", "label": "Alice"},
-                    {"id": "n2", "label": "Robotics team"},
-                    {"id": "n3", "label": "Porto"},
-                ],
-                "edges": [
-                    {"source": "n1", "target": "n2", "label": "leads"},
-                    {"source": "n1", "target": "n3", "label": "lives_in"},
-                    {"source": "n2", "target": "n3", "label": "based_in"},
-                ],
-            },
-        )
-
-    def delete(req):
-        state["datasets"].pop(req.params["id"], None)
-        return Resp(200, {"status": "success"})
-
-    server.route(
-        "GET",
-        "/health",
-        lambda req: Resp(200, {"status": "ready", "health": "up", "version": "0.5"}),
-    )
-    server.route("GET", "/api/v1/datasets", authed(lambda req: Resp(200, list(state["datasets"].values()))))
-    server.route("POST", "/api/v1/add", authed(add))
-    server.route("POST", "/api/v1/cognify", authed(cognify))
-    server.route("POST", "/api/v1/search", authed(search))
-    server.route("GET", "/api/v1/datasets/(?P<id>[^/]+)/graph", authed(graph))
-    server.route("DELETE", "/api/v1/datasets/(?P<id>[^/]+)", authed(delete))
-    return server, state
+from providers.tests.fakes.cognee import EMAIL, PASSWORD, STATIC_TOKEN, CogneeFake, jwt
 
 
 @pytest.fixture
 def cognee():
-    server, state = cognee_server()
-    yield server, state
-    server.stop()
+    fake = CogneeFake().start()
+    yield fake, fake
+    fake.stop()
 
 
-def _adapter(server):
-    return CogneeAdapter(engine("cognee", server.url), credential=key("cg-token"))
+def _adapter(server, **options):
+    return CogneeAdapter(engine("cognee", server.url, **options), credential=key(STATIC_TOKEN))
 
 
 def test_ingest_cognify_search_relations_delete(cognee):
@@ -134,9 +34,9 @@ def test_ingest_cognify_search_relations_delete(cognee):
         documents=["Alice leads the robotics team", "The robotics team is based in Porto"],
     )
     assert result.status == "settled"
-    assert [d["name"] for d in state["datasets"].values()] == ["acme__handbook"]
+    assert [d["name"] for d in state.datasets.values()] == ["acme-handbook"]
     built = adapter.perform("build_graph", ctx("build_graph"), dataset="handbook")
-    assert built.status == "queued" and built.event_id == "run-1"
+    assert built.status == "queued" and built.event_id
 
     chunks = adapter.perform("recall", ctx(), query="who leads robotics", top_k=5)
     assert [h.text for h in chunks] == [
@@ -165,7 +65,7 @@ def test_ingest_cognify_search_relations_delete(cognee):
     assert_contract(adapter, relations)
 
     adapter.perform("delete_dataset", ctx("delete_dataset"), dataset="handbook")
-    assert state["datasets"] == {}
+    assert state.datasets == {}
 
 
 def test_a_tenant_only_reaches_its_own_datasets(cognee):
@@ -203,10 +103,77 @@ def test_cognee_is_knowledge_not_a_memory_store(cognee):
     assert adapter.perform("get_health", ctx("get_health")).status == "ok"
 
 
-def test_bad_dataset_names_and_search_types(cognee):
+def test_search_types_are_cognees_current_ones(cognee):
     server, _ = cognee
     adapter = _adapter(server)
-    with pytest.raises(AdapterError):
-        adapter.perform("ingest_knowledge", ctx("ingest_knowledge"), dataset="a__b", documents=["x"])
-    with pytest.raises(AdapterError):
-        adapter.perform("search_graph", ctx("search_graph"), query="x", top_k=3, search_type="CYPHER")
+    for gone in ("INSIGHTS", "CYPHER"):
+        with pytest.raises(AdapterError):
+            adapter.perform("search_graph", ctx("search_graph"), query="x", top_k=3, search_type=gone)
+    with pytest.raises(ValueError):
+        CogneeAdapter.validate_options({"recall_search_type": "INSIGHTS"})
+    CogneeAdapter.validate_options({"recall_search_type": "GRAPH_COMPLETION_COT"})
+
+
+def test_every_dataset_name_the_slug_rules_allow_is_accepted(cognee):
+    server, state = cognee
+    adapter = _adapter(server)
+    adapter.perform("ingest_knowledge", ctx("ingest_knowledge"), dataset="a__b", documents=["x"])
+    assert [d["name"] for d in state.datasets.values()] == ["acme-a_5f_5fb"]
+
+
+def test_a_tenant_slug_that_extends_another_reaches_none_of_its_datasets(cognee):
+    """acme__evil may not read acme's datasets (nor acme those of acme__evil)."""
+    server, _ = cognee
+    adapter = _adapter(server)
+    adapter.perform(
+        "ingest_knowledge", ctx("ingest_knowledge"), dataset="handbook", documents=["acme secret plan"]
+    )
+    evil = ctx(tenant_slug="acme__evil")
+    adapter.perform(
+        "ingest_knowledge", evil.for_operation("ingest_knowledge"), dataset="x", documents=["evil plan"]
+    )
+    assert [h.text for h in adapter.perform("recall", evil, query="secret plan", top_k=5)] == ["evil plan"]
+    assert [h.text for h in adapter.perform("recall", ctx(), query="evil plan", top_k=5)] == [
+        "acme secret plan"
+    ]
+    with pytest.raises(AdapterError) as info:
+        adapter.perform("delete_dataset", evil.for_operation("delete_dataset"), dataset="handbook")
+    assert info.value.reason == "not_found"
+
+
+def test_cognify_is_followed_until_cognee_says_completed_or_errored(cognee):
+    server, state = cognee
+    adapter = _adapter(server)
+    adapter.perform("ingest_knowledge", ctx("ingest_knowledge"), dataset="handbook", documents=["Alice"])
+    built = adapter.perform("build_graph", ctx("build_graph"), dataset="handbook")
+    assert adapter.check_write(ctx(), built.handle).status == "queued"
+    state.process()
+    assert adapter.check_write(ctx(), built.handle).status == "settled"
+    again = adapter.perform("build_graph", ctx("build_graph"), dataset="handbook")
+    state.fail_next = True
+    state.process()
+    failed = adapter.check_write(ctx(), again.handle)
+    assert failed.status == "failed" and "errored" in failed.reason
+    with pytest.raises(AdapterError) as info:
+        adapter.check_write(ctx(tenant_slug="globex"), built.handle)
+    assert info.value.reason == "not_found"
+
+
+def test_login_tokens_are_renewed_when_cognee_refuses_them(cognee):
+    server, state = cognee
+    adapter = CogneeAdapter(engine("cognee", server.url, auth="login"), credential=key(f"{EMAIL}:{PASSWORD}"))
+    adapter.perform("ingest_knowledge", ctx("ingest_knowledge"), dataset="handbook", documents=["Alice"])
+    adapter.perform("recall", ctx(), query="alice", top_k=3)
+    assert state.logins == 1  # one sign-in, reused
+    state.expire_tokens()  # an hour later
+    assert [h.text for h in adapter.perform("recall", ctx(), query="alice", top_k=3)] == ["Alice"]
+    assert state.logins == 2
+
+
+def test_an_expired_bearer_jwt_is_reported_not_sent(cognee):
+    server, _ = cognee
+    adapter = CogneeAdapter(engine("cognee", server.url), credential=key(jwt(time.time() - 10)))
+    with pytest.raises(AdapterError) as info:
+        adapter.perform("recall", ctx(), query="alice", top_k=3)
+    assert info.value.reason == "credential_expired" and info.value.retryable is False
+    assert server.requests == []

@@ -1,16 +1,18 @@
 """graphiti: temporal facts, episodes and lineage through the default HTTP transport
-against a local server written from the Graphiti REST service, and through a
-caller-owned transport."""
+against a local Graphiti service speaking its own DTOs, and through a caller-owned
+transport."""
 
 from __future__ import annotations
 
 import pytest
 
+from providers import federation
 from providers.adapters.base import AdapterError, NewRecord
 from providers.adapters.graphiti import GraphitiAdapter
 from providers.tests.adapters.helpers import assert_contract, ctx, engine
-from providers.tests.servers import LocalServer, Resp
+from providers.tests.fakes.graphiti import GraphitiFake
 
+ALICE = GraphitiAdapter.group_id(ctx())
 FACTS = [
     {
         "uuid": "f-1",
@@ -20,7 +22,6 @@ FACTS = [
         "invalid_at": None,
         "created_at": "2026-02-01T00:00:00Z",
         "expired_at": None,
-        "group_id": "acme__alice",
     },
     {
         "uuid": "f-0",
@@ -30,80 +31,24 @@ FACTS = [
         "invalid_at": "2026-02-01T00:00:00Z",
         "created_at": "2024-01-01T00:00:00Z",
         "expired_at": "2026-02-02T00:00:00Z",
-        "group_id": "acme__alice",
     },
 ]
 
 
-def graphiti_server() -> tuple[LocalServer, dict]:
-    server = LocalServer().start()
-    state: dict = {
-        "messages": [],
-        "episodes": [
-            {
-                "uuid": "ep-1",
-                "name": "chat-1",
-                "group_id": "acme__alice",
-                "content": "user: I moved to Porto",
-                "source": "message",
-                "source_description": "chat",
-                "created_at": "2026-02-01T00:00:00Z",
-                "valid_at": "2026-02-01T00:00:00Z",
-                "entity_edges": ["f-1"],
-                "labels": [],
-            }
-        ],
-        "facts": {f["uuid"]: dict(f) for f in FACTS},
-        "deleted": [],
-    }
-
-    def search(req):
-        body = req.json
-        assert set(body) == {"group_ids", "query", "max_facts"}
-        facts = [f for f in state["facts"].values() if f["group_id"] in body["group_ids"]]
-        facts = [{k: v for k, v in f.items() if k != "group_id"} for f in facts]
-        return Resp(200, {"facts": facts[: body["max_facts"]]})
-
-    def add(req):
-        state["messages"].append(req.json)
-        return Resp(202, {"message": "Messages added to processing queue", "success": True})
-
-    def episodes(req):
-        found = [e for e in state["episodes"] if e["group_id"] == req.params["group"]]
-        return Resp(200, found[: int(req.arg("last_n", "10"))])
-
-    def edge(req):
-        fact = state["facts"].get(req.params["uuid"])
-        return Resp(200, fact) if fact else Resp(404, {"detail": "Entity edge not found"})
-
-    def deleted(kind):
-        def handler(req):
-            state["deleted"].append((kind, next(iter(req.params.values()))))
-            return Resp(200, {"message": f"{kind} deleted", "success": True})
-
-        return handler
-
-    server.route("GET", "/healthcheck", lambda req: Resp(200, {"status": "healthy"}))
-    server.route("POST", "/messages", add)
-    server.route("POST", "/search", search)
-    server.route("GET", "/episodes/(?P<group>[^/]+)", episodes)
-    server.route("GET", "/entity-edge/(?P<uuid>[^/]+)", edge)
-    server.route("DELETE", "/entity-edge/(?P<uuid>[^/]+)", deleted("edge"))
-    server.route("DELETE", "/episode/(?P<uuid>[^/]+)", deleted("episode"))
-    server.route("DELETE", "/group/(?P<group>[^/]+)", deleted("group"))
-    return server, state
-
-
 @pytest.fixture
 def graphiti():
-    server, state = graphiti_server()
-    yield server, state
-    server.stop()
+    fake = GraphitiFake().start()
+    fake.seed_episode(ALICE, "user: I moved to Porto", FACTS, uuid="ep-1")
+    yield fake
+    fake.stop()
+
+
+def _adapter(fake):
+    return GraphitiAdapter(engine("graphiti", fake.url))
 
 
 def test_facts_keep_their_validity_windows(graphiti):
-    server, _ = graphiti
-    adapter = GraphitiAdapter(engine("graphiti", server.url))
+    adapter = _adapter(graphiti)
     hits = adapter.perform("recall", ctx(), query="where does alice live", top_k=5)
     assert [h.text for h in hits] == ["Alice lives in Porto", "Alice lives in Lisbon"]
     current, retired = hits
@@ -111,50 +56,83 @@ def test_facts_keep_their_validity_windows(graphiti):
     assert retired.metadata["invalid_at"] == "2026-02-01T00:00:00Z"
     assert retired.metadata["expired_at"] == "2026-02-02T00:00:00Z"
     assert_contract(adapter, hits)
-    assert server.requests[-1].json["group_ids"] == ["acme__alice"]
+    assert graphiti.requests[-1].json["group_ids"] == [ALICE]
 
 
-def test_writes_are_queued_episodes(graphiti):
-    server, state = graphiti
-    adapter = GraphitiAdapter(engine("graphiti", server.url))
+def test_a_retired_fact_is_history_not_a_contradiction(graphiti):
+    source = federation.AdapterSource(_adapter(graphiti), ctx())
+    result = federation.federated_recall([source], query="where does alice live", top_k=5, timeout_ms=5000)
+    assert [g["conflict"] for g in result["results"]] == [None, None]
+
+
+def test_writes_send_a_uuid_and_settle_when_the_episode_appears(graphiti):
+    adapter = _adapter(graphiti)
     result = adapter.perform("remember", ctx("remember"), record=NewRecord("I moved to Porto"))
-    assert result.status == "queued"
-    message = state["messages"][0]
-    assert message["group_id"] == "acme__alice" and message["messages"][0]["role_type"] == "user"
+    assert result.status == "queued" and result.external_ids == [f"episode:{result.event_id}"]
+    sent = next(r for r in graphiti.requests if r.path == "/messages").json
+    assert sent["group_id"] == ALICE and sent["messages"][0]["uuid"] == result.event_id
+    assert adapter.check_write(ctx(), result.handle).status == "queued"
+    graphiti.process()
+    assert adapter.check_write(ctx(), result.handle).status == "settled"
+    assert adapter.check_write(ctx(tenant_slug="globex"), result.handle).status == "failed"
 
 
 def test_episodes_carry_their_lineage(graphiti):
-    server, _ = graphiti
-    adapter = GraphitiAdapter(engine("graphiti", server.url))
+    adapter = _adapter(graphiti)
     episodes = adapter.perform("list", ctx("list"), limit=5)
-    assert episodes[0].kind == "episode" and episodes[0].provenance["entity_edges"] == "f-1"
+    assert episodes[0].kind == "episode" and episodes[0].provenance["entity_edges"] == "f-1,f-0"
     assert_contract(adapter, episodes)
 
 
 def test_get_forget_purge(graphiti):
-    server, state = graphiti
-    adapter = GraphitiAdapter(engine("graphiti", server.url))
+    adapter = _adapter(graphiti)
     assert adapter.perform("get", ctx("get"), external_id="fact:f-1").text == "Alice lives in Porto"
-    with pytest.raises(AdapterError):
-        adapter.perform("get", ctx("get", user_id="bob"), external_id="fact:f-1")
-    adapter.perform("forget", ctx("forget"), external_id="episode:ep-1")
     adapter.perform("forget", ctx("forget"), external_id="fact:f-0")
+    adapter.perform("forget", ctx("forget"), external_id="episode:ep-1")
     adapter.perform("purge", ctx("purge"))
-    assert state["deleted"] == [("episode", "ep-1"), ("edge", "f-0"), ("group", "acme__alice")]
+    assert graphiti.deleted == [("edge", "f-0"), ("episode", "ep-1"), ("group", ALICE)]
     assert adapter.perform("get_health", ctx("get_health")).status == "ok"
+
+
+def test_another_groups_fact_or_episode_is_not_found(graphiti):
+    adapter = _adapter(graphiti)
+    for other in (ctx(user_id="bob"), ctx(tenant_slug="globex")):
+        for operation, external_id in (
+            ("get", "fact:f-1"),
+            ("forget", "fact:f-1"),
+            ("forget", "episode:ep-1"),
+        ):
+            with pytest.raises(AdapterError) as info:
+                adapter.perform(operation, other.for_operation(operation), external_id=external_id)
+            assert info.value.reason == "not_found"
+    assert graphiti.deleted == []
+
+
+def test_group_ids_never_collide():
+    pairs = [
+        (ctx(tenant_slug="acme_corp"), ctx(tenant_slug="acme-corp")),
+        (ctx(user_id="a.b@x.io"), ctx(user_id="a-b-x-io")),
+        (ctx(tenant_slug="acme", user_id="evil"), ctx(tenant_slug="acme__evil")),
+        (ctx(user_id="a-bob"), ctx(user_id=None, agent_id="bob")),
+    ]
+    for one, two in pairs:
+        assert GraphitiAdapter.group_id(one) != GraphitiAdapter.group_id(two)
+    import re
+
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", GraphitiAdapter.group_id(ctx(user_id="a.b@x.io")))
 
 
 class InProcessGraphiti:
     """A caller-owned transport, as an application embedding graphiti_core would write one."""
 
     def __init__(self):
-        self.facts = [dict(FACTS[0], episodes=["ep-1", "ep-2"])]
+        self.facts = {ALICE: [dict(FACTS[0], episodes=["ep-1", "ep-2"])]}
 
     def health(self):
         return {"status": "healthy"}
 
     def search(self, group_id, query, max_facts):
-        return [f for f in self.facts if f["group_id"] == group_id][:max_facts]
+        return self.facts.get(group_id, [])[:max_facts]
 
 
 def test_a_caller_owned_transport_supplies_episode_lineage():

@@ -114,9 +114,10 @@ def test_langmem_shaped_values_keep_their_text():
 # --- a LangGraph Server, through langgraph-sdk ------------------------------------------
 
 
-def langgraph_server() -> LocalServer:
+def langgraph_server(prefix: str = "") -> LocalServer:
     """The LangGraph Server store API: PUT/GET/DELETE /store/items, POST /store/items/search,
-    POST /store/namespaces, GET /ok; x-api-key auth."""
+    POST /store/namespaces, GET /ok; x-api-key auth. The server joins a namespace with
+    "." in GET /store/items, so it refuses a label containing one (422)."""
     server = LocalServer().start()
     items: dict[tuple[tuple[str, ...], str], dict] = {}
 
@@ -133,6 +134,8 @@ def langgraph_server() -> LocalServer:
 
     def put(req):
         body = req.json
+        if any("." in part for part in body["namespace"]):
+            return Resp(422, {"detail": "Namespace labels cannot contain periods."})
         namespace = tuple(body["namespace"])
         old = items.get((namespace, body["key"]))
         items[(namespace, body["key"])] = {
@@ -174,12 +177,12 @@ def langgraph_server() -> LocalServer:
         found = sorted({ns for (ns, _) in items if ns[: len(prefix)] == prefix})
         return Resp(200, {"namespaces": [list(ns) for ns in found][: body.get("limit", 100)]})
 
-    server.route("GET", "/ok", lambda req: Resp(200, {"ok": True}))
-    server.route("PUT", "/store/items", authed(put))
-    server.route("GET", "/store/items", authed(get))
-    server.route("DELETE", "/store/items", authed(delete))
-    server.route("POST", "/store/items/search", authed(search))
-    server.route("POST", "/store/namespaces", authed(namespaces))
+    server.route("GET", f"{prefix}/ok", lambda req: Resp(200, {"ok": True}))
+    server.route("PUT", f"{prefix}/store/items", authed(put))
+    server.route("GET", f"{prefix}/store/items", authed(get))
+    server.route("DELETE", f"{prefix}/store/items", authed(delete))
+    server.route("POST", f"{prefix}/store/items/search", authed(search))
+    server.route("POST", f"{prefix}/store/namespaces", authed(namespaces))
     return server
 
 
@@ -203,5 +206,54 @@ def test_langgraph_server_refuses_a_bad_key():
         with pytest.raises(AdapterError) as info:
             adapter.perform("recall", ctx(), query="x", top_k=2)
         assert info.value.reason == "auth_refused" and not info.value.retryable
+    finally:
+        server.stop()
+
+
+def test_a_user_id_with_dots_is_stored_and_found_again():
+    from langgraph.store.memory import InMemoryStore
+
+    for adapter, server in (
+        (LangGraphAdapter(engine("langgraph"), store=InMemoryStore()), None),
+        (None, langgraph_server()),
+    ):
+        if server is not None:
+            adapter = LangGraphAdapter(engine("langgraph", server.url), credential=key("lg-key"))
+        try:
+            mine = ctx("remember", user_id="alice@example.com")
+            written = adapter.perform("remember", mine, record=NewRecord("Alice prefers green tea"))
+            hit = adapter.perform("get", mine.for_operation("get"), external_id=written.external_ids[0])
+            assert hit.text == "Alice prefers green tea"
+            assert hit.provenance["namespace"].endswith("/acme/agent-1/alice@example.com")
+            # a-b-x-io and a.b@x.io, "_" and no user: never the same namespace.
+            assert adapter.perform("list", ctx("list", user_id="alice@example%2Ecom"), limit=5) == []
+            assert adapter.perform("list", ctx("list", user_id="_"), limit=5) == []
+        finally:
+            if server is not None:
+                server.stop()
+
+
+def test_an_sdk_refusal_is_not_retryable():
+    server = langgraph_server()
+    try:
+        adapter = LangGraphAdapter(engine("langgraph", server.url), credential=key("lg-key"))
+        with pytest.raises(AdapterError) as info:
+            adapter.perform("get", ctx("get"), external_id='["fedmem","acme","agent-1","alice","x.y"]')
+        assert info.value.reason == "not_found"
+        store = adapter.store(ctx())
+        with pytest.raises(AdapterError) as refused, adapter.translate_errors():
+            store.put(("fedmem", "a.b"), "k", {"text": "x"})
+        assert refused.value.retryable is False
+    finally:
+        server.stop()
+
+
+def test_a_base_url_path_prefix_is_kept_on_store_calls():
+    server = langgraph_server(prefix="/langgraph")
+    try:
+        adapter = LangGraphAdapter(engine("langgraph", f"{server.url}/langgraph"), credential=key("lg-key"))
+        assert adapter.perform("get_health", ctx("get_health")).status == "ok"
+        adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+        assert {r.path for r in server.requests} == {"/langgraph/ok", "/langgraph/store/items"}
     finally:
         server.stop()

@@ -98,7 +98,7 @@ def letta():
 
 def test_blocks_are_pinned_context_and_messages_are_messages(letta):
     adapter = LettaAdapter(engine("letta", letta.url), credential=key("letta-key"))
-    hits = adapter.perform("recall", ctx(), query="order", top_k=10)
+    hits = adapter.perform("list", ctx("list"), limit=10)
     assert [(h.kind, h.text) for h in hits] == [
         ("pinned_context", "Name: Alice. Prefers email over phone."),
         ("pinned_context", "I am Acme's support agent."),
@@ -132,3 +132,31 @@ def test_health_and_bad_key(letta):
             "recall", ctx(), query="x", top_k=3
         )
     assert info.value.reason == "auth_refused"
+
+
+def test_recall_answers_the_query_not_every_block(letta):
+    adapter = LettaAdapter(engine("letta", letta.url), credential=key("letta-key"))
+    hits = adapter.perform("recall", ctx(), query="when does my order ship", top_k=10)
+    assert [h.text for h in hits] == ["It ships tomorrow.", "My order is late"]
+    email = adapter.perform("recall", ctx(), query="does alice prefer email", top_k=10)
+    assert [h.kind for h in email] == ["pinned_context"] and email[0].metadata["label"] == "human"
+    assert adapter.perform("recall", ctx(), query="quantum chromodynamics", top_k=10) == []
+
+
+def test_an_agent_mapping_and_a_cloud_project():
+    server = letta_server(tag="unrelated")
+    try:
+        adapter = LettaAdapter(
+            engine("letta", server.url, agents={"agent-1": AGENT}, project="acme-prod"),
+            credential=key("letta-key"),
+        )
+        hits = adapter.perform("list", ctx("list"), limit=10)
+        assert len(hits) == 4
+        assert all(r.headers.get("x-project") == "acme-prod" for r in server.requests)
+        assert not any(r.path == "/v1/agents/" for r in server.requests)  # no tag lookup
+        # Another fedmem agent is not mapped and has no tagged twin.
+        assert adapter.perform("list", ctx("list", agent_id="agent-2"), limit=10) == []
+        with pytest.raises(ValueError):
+            LettaAdapter.validate_options({"agents": {"agent-1": 3}})
+    finally:
+        server.stop()

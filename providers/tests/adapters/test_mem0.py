@@ -4,7 +4,6 @@ server written from Mem0's published API), and the OSS ``Memory`` library in pro
 
 from __future__ import annotations
 
-import itertools
 import uuid
 
 import pytest
@@ -12,160 +11,87 @@ import pytest
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.adapters.mem0 import LibraryBackend, Mem0Adapter
 from providers.tests.adapters.helpers import assert_contract, ctx, engine, key
-from providers.tests.servers import LocalServer, Resp
-
-API_KEY = "m0-test-key"
-
-
-def mem0_platform() -> tuple[LocalServer, dict[str, dict]]:
-    """The Mem0 platform API as published: Token auth, v3 add (async, event id),
-    v3 search / list with entity ids inside ``filters``, v1 get / update / delete."""
-    server = LocalServer().start()
-    memories: dict[str, dict] = {}
-    events = itertools.count(1)
-
-    def authed(handler):
-        def wrapped(req):
-            if req.headers.get("authorization") != f"Token {API_KEY}":
-                return Resp(401, {"detail": "Invalid API key"})
-            return handler(req)
-
-        return wrapped
-
-    def ping(req):
-        return Resp(
-            200,
-            {
-                "status": "ok",
-                "org_id": "org_1",
-                "project_id": "proj_1",
-                "user_email": "ops@acme.test",
-            },
-        )
-
-    def add(req):
-        body = req.json
-        assert set(body["filters"]) <= {"user_id", "agent_id", "run_id", "app_id"}
-        # Processing happens later; the answer only acknowledges the event.
-        event_id = f"00000000-0000-4000-8000-{next(events):012d}"
-        for message in body["messages"]:
-            memory_id = str(uuid.uuid4())
-            memories[memory_id] = {
-                "id": memory_id,
-                "memory": message["content"],
-                "metadata": body.get("metadata") or {},
-                "categories": ["preferences"],
-                "created_at": "2026-03-01T10:00:00Z",
-                "updated_at": "2026-03-01T10:00:00Z",
-                **body["filters"],
-            }
-        return Resp(
-            200,
-            {
-                "results": [
-                    {
-                        "message": "Memory processing has been queued for background execution",
-                        "status": "PENDING",
-                        "event_id": event_id,
-                    }
-                ]
-            },
-        )
-
-    def scoped(filters):
-        return [m for m in memories.values() if all(m.get(k) == v for k, v in filters.items())]
-
-    def search(req):
-        body = req.json
-        words = set(body["query"].lower().split())
-        hits = []
-        for memory in scoped(body["filters"]):
-            overlap = len(words & set(memory["memory"].lower().split()))
-            if overlap:
-                hits.append({**memory, "score": round(overlap / len(words), 4)})
-        hits.sort(key=lambda m: -m["score"])
-        return Resp(200, {"results": hits[: body.get("top_k", 10)]})
-
-    def list_all(req):
-        size = int(req.arg("page_size", "100"))
-        found = scoped(req.json["filters"])
-        return Resp(200, {"count": len(found), "next": None, "previous": None, "results": found[:size]})
-
-    def one(req):
-        memory = memories.get(req.params["id"])
-        return Resp(200, memory) if memory else Resp(404, {"detail": "Memory not found"})
-
-    def update(req):
-        memory = memories.get(req.params["id"])
-        if not memory:
-            return Resp(404, {"detail": "Memory not found"})
-        memory["memory"] = req.json["text"]
-        return Resp(200, memory)
-
-    def delete(req):
-        if memories.pop(req.params["id"], None) is None:
-            return Resp(404, {"detail": "Memory not found"})
-        return Resp(200, {"message": "Memory deleted successfully!"})
-
-    def delete_all(req):
-        filters = {k: req.arg(k) for k in ("user_id", "agent_id", "run_id") if req.arg(k)}
-        for memory in scoped(filters):
-            memories.pop(memory["id"])
-        return Resp(200, {"message": "Memories deleted successfully!"})
-
-    server.route("GET", "/v1/ping/", authed(ping))
-    server.route("POST", "/v3/memories/add/", authed(add))
-    server.route("POST", "/v3/memories/search/", authed(search))
-    server.route("POST", "/v3/memories/", authed(list_all))
-    server.route("GET", "/v1/memories/(?P<id>[^/]+)/", authed(one))
-    server.route("PUT", "/v1/memories/(?P<id>[^/]+)/", authed(update))
-    server.route("DELETE", "/v1/memories/(?P<id>[^/]+)/", authed(delete))
-    server.route("DELETE", "/v1/memories/", authed(delete_all))
-    return server, memories
+from providers.tests.fakes.mem0 import API_KEY, Mem0Platform, server_routes
+from providers.tests.servers import LocalServer
 
 
 @pytest.fixture
 def platform(settings):
-    server, memories = mem0_platform()
-    yield server, memories
-    server.stop()
+    fake = Mem0Platform().start()
+    yield fake
+    fake.stop()
 
 
-def test_platform_add_is_queued_with_its_event_id_never_settled(platform):
-    server, _ = platform
-    adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
-    result = adapter.perform(
-        "remember",
-        ctx("remember"),
-        record=NewRecord("Alice prefers green tea", metadata={"src": "chat"}),
+def _adapter(fake, api_key=API_KEY):
+    return Mem0Adapter(engine("mem0", fake.url), credential=key(api_key))
+
+
+def test_platform_add_is_queued_with_its_event_id_and_one_entity_id(platform):
+    result = _adapter(platform).perform(
+        "remember", ctx("remember"), record=NewRecord("Alice prefers green tea", metadata={"src": "chat"})
     )
     assert result.status == "queued"
     assert result.event_id == "00000000-0000-4000-8000-000000000001"
-    assert result.external_ids == []
-    add = next(r for r in server.requests if r.path == "/v3/memories/add/")
-    assert add.json["filters"] == {"user_id": "acme:alice", "agent_id": "acme:agent-1"}
+    assert result.handle == {"event_id": result.event_id} and result.external_ids == []
+    add = next(r for r in platform.requests if r.path == "/v3/memories/add/")
+    # One entity id per write: Mem0 matches several strictly and attributes by role.
+    assert add.json["filters"] == {"user_id": "acme:alice"}
+    assert add.json["metadata"] == {"src": "chat", "fedmem_agent": "agent-1"}
     assert "traceparent" in add.headers
 
 
-def test_platform_recall_fills_the_envelope(platform):
-    server, _ = platform
-    adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
+def test_what_was_written_is_found_once_mem0_processed_it(platform):
+    adapter = _adapter(platform)
     for text in ("Alice prefers green tea", "Alice lives in Lisbon", "Bob likes coffee"):
         adapter.perform("remember", ctx("remember"), record=NewRecord(text))
+    assert adapter.perform("recall", ctx(), query="what tea does alice prefer", top_k=5) == []
+    platform.process()
     hits = adapter.perform("recall", ctx(), query="what tea does alice prefer", top_k=5)
     assert hits[0].text == "Alice prefers green tea"
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
     first = hits[0]
     assert first.kind == "fact" and first.score is not None
-    assert first.metadata["user_id"] == "alice" and first.metadata["agent_id"] == "agent-1"
+    assert first.metadata["user_id"] == "alice" and first.metadata["fedmem_agent"] == "agent-1"
     assert first.provenance["memory_id"] == first.external_id
     assert_contract(adapter, hits)
 
 
+def test_a_queued_add_settles_through_mem0s_event(platform):
+    adapter = _adapter(platform)
+    result = adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+    assert adapter.check_write(ctx(), result.handle).status == "queued"
+    platform.process()
+    settled = adapter.check_write(ctx(), result.handle)
+    assert settled.status == "settled" and len(settled.external_ids) == 1
+    assert settled.external_ids[0] in platform.memories
+
+
+def test_a_failed_event_is_failed_with_mem0s_reason(platform):
+    adapter = _adapter(platform)
+    result = adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+    platform.fail_next = "LLM extraction failed: context too long"
+    platform.process()
+    outcome = adapter.check_write(ctx(), result.handle)
+    assert outcome.status == "failed" and outcome.reason == "LLM extraction failed: context too long"
+    missing = adapter.check_write(ctx(), {"event_id": "00000000-0000-4000-8000-999999999999"})
+    assert missing.status == "failed"
+
+
+def test_the_api_key_is_checked_once_not_before_every_call(platform):
+    from providers.adapters.mem0 import forget_validated_keys
+
+    forget_validated_keys()
+    adapter = _adapter(platform)
+    for _ in range(3):
+        adapter.perform("recall", ctx(), query="tea", top_k=3)
+    pings = [r for r in platform.requests if r.path == "/v1/ping/"]
+    assert len(pings) == 1
+
+
 def test_platform_scopes_never_cross_tenants(platform):
-    server, _ = platform
-    adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
+    adapter = _adapter(platform)
     adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+    platform.process()
     other = ctx(tenant_slug="globex", tenant_id="7d1b1c8e-1a60-4c33-9a1b-7b0fa2f0a002")
     assert adapter.perform("recall", other, query="alice tea", top_k=5) == []
     mine = adapter.perform("list", ctx("list"), limit=10)
@@ -176,44 +102,59 @@ def test_platform_scopes_never_cross_tenants(platform):
         adapter.perform("forget", other, external_id=mine[0].external_id)
 
 
+def test_a_memory_scoped_only_by_another_tenants_run_is_not_found(platform):
+    adapter = _adapter(platform)
+    theirs = platform.seed(memory="Globex launch date is secret", run_id="globex:s1")
+    unscoped = platform.seed(memory="No scope at all")
+    for memory_id in (theirs, unscoped):
+        for operation, extra in (("get", {}), ("update", {"text": "pwned"}), ("forget", {})):
+            with pytest.raises(AdapterError) as info:
+                adapter.perform(operation, ctx(operation), external_id=memory_id, **extra)
+            assert info.value.reason == "not_found"
+    assert platform.memories[theirs]["memory"] == "Globex launch date is secret"
+
+
 def test_platform_get_update_forget_purge(platform):
-    server, memories = platform
-    adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
+    adapter = _adapter(platform)
     adapter.perform("remember", ctx("remember"), record=NewRecord("Alice lives in Lisbon"))
+    platform.process()
     memory_id = adapter.perform("list", ctx("list"), limit=10)[0].external_id
     assert adapter.perform("get", ctx("get"), external_id=memory_id).text == "Alice lives in Lisbon"
     assert (
         adapter.perform("update", ctx("update"), external_id=memory_id, text="Alice lives in Porto").status
         == "settled"
     )
-    assert memories[memory_id]["memory"] == "Alice lives in Porto"
+    assert platform.memories[memory_id]["memory"] == "Alice lives in Porto"
     adapter.perform("forget", ctx("forget"), external_id=memory_id)
-    assert memory_id not in memories
+    assert memory_id not in platform.memories
     adapter.perform("remember", ctx("remember"), record=NewRecord("Alice likes jazz"))
+    platform.process()
     adapter.perform("purge", ctx("purge"))
-    assert memories == {}
+    assert platform.memories == {}
 
 
 def test_platform_health_and_auth_failure(platform):
-    server, _ = platform
-    ok = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY)).perform(
-        "get_health", ctx("get_health")
-    )
+    ok = _adapter(platform).perform("get_health", ctx("get_health"))
     assert ok.status == "ok" and ok.detail["project_id"] == "proj_1"
     with pytest.raises(AdapterError) as info:
-        Mem0Adapter(engine("mem0", server.url), credential=key("wrong")).perform(
-            "recall", ctx(), query="x", top_k=3
-        )
+        _adapter(platform, "wrong").perform("recall", ctx(), query="x", top_k=3)
     assert info.value.retryable is False
     assert "wrong" not in info.value.message
 
 
+def test_an_injected_client_is_used_as_given(platform):
+    from mem0 import MemoryClient
+
+    client = MemoryClient(api_key=API_KEY, host=platform.url)
+    adapter = Mem0Adapter(engine("mem0", "http://127.0.0.1:9"), client=client)
+    adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+    assert [r.path for r in platform.requests] == ["/v1/ping/", "/v3/memories/add/"]
+
+
 def test_mem0_refuses_knowledge_operations(platform):
-    server, _ = platform
-    adapter = Mem0Adapter(engine("mem0", server.url), credential=key(API_KEY))
     with pytest.raises(CapabilityUnsupported):
-        adapter.perform("search_graph", ctx(), query="x", top_k=3)
-    assert server.requests == []
+        _adapter(platform).perform("search_graph", ctx(), query="x", top_k=3)
+    assert platform.requests == []
 
 
 def test_shared_mem0_is_logical_and_dedicated_is_dedicated():
@@ -292,3 +233,27 @@ def test_oss_memory_round_trip(oss_memory):
     assert len(adapter.perform("list", ctx("list"), limit=10)) == 2
     adapter.perform("purge", ctx("purge"))
     assert adapter.perform("list", ctx("list"), limit=10) == []
+
+
+def test_self_hosted_server_round_trip(oss_memory):
+    """mem0's own REST server routes in front of a real OSS Memory."""
+    from providers.adapters.mem0 import Mem0ServerAdapter
+
+    server = server_routes(LocalServer(), oss_memory).start()
+    try:
+        adapter = Mem0ServerAdapter(engine("mem0_server", server.url))
+        assert "update" not in adapter.announcement()["capabilities"]["memory"]
+        result = adapter.perform("remember", ctx("remember"), record=NewRecord("Alice prefers green tea"))
+        assert result.status == "settled" and len(result.external_ids) == 1
+        adapter.perform("remember", ctx("remember", tenant_slug="globex"), record=NewRecord("Globex tea"))
+        hits = adapter.perform("recall", ctx(), query="Which tea does Alice like?", top_k=3)
+        assert [h.text for h in hits] == ["Alice prefers green tea"]
+        other = ctx("get", tenant_slug="globex")
+        with pytest.raises(AdapterError) as info:
+            adapter.perform("get", other, external_id=result.external_ids[0])
+        assert info.value.reason == "not_found"
+        assert adapter.perform("get_health", ctx("get_health")).status == "ok"
+        adapter.perform("forget", ctx("forget"), external_id=result.external_ids[0])
+        assert adapter.perform("list", ctx("list"), limit=10) == []
+    finally:
+        server.stop()

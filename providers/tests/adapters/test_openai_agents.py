@@ -10,7 +10,7 @@ import pytest
 from providers.adapters.base import AdapterError, CapabilityUnsupported, NewRecord
 from providers.adapters.openai_agents import OpenAIAgentsAdapter
 from providers.tests.adapters.helpers import assert_contract, ctx, engine, key
-from providers.tests.servers import LocalServer, Resp
+from providers.tests.servers import LocalServer, Resp, conform
 
 
 def sqlite_sessions():
@@ -75,12 +75,23 @@ def test_a_session_is_not_durable_memory():
             adapter.perform(operation, ctx(session_id="s1"))
 
 
+def _part(kind, text):
+    # Output text always carries its annotations list in the API's answers.
+    return {"type": kind, "text": text, **({"annotations": []} if kind == "output_text" else {})}
+
+
 def conversations_api() -> LocalServer:
-    """The Conversations API items endpoints, as published (list with order/limit/after,
-    create up to 20 items, delete a conversation), Bearer auth."""
+    """The Conversations API as published: create a conversation (with up to 20 items
+    and metadata), retrieve it, list its items (order, limit default 20, ``after``
+    cursor, ``has_more``), add items to an existing one (404 otherwise), delete it.
+    Bearer auth. Bodies conform to the openai SDK's own models."""
+    from openai.types.conversations import Conversation, ConversationDeletedResource
+    from openai.types.conversations.conversation_item_list import ConversationItemList
+
     server = LocalServer().start()
-    conversations: dict[str, list[dict]] = {"conv_1": []}
+    conversations: dict[str, dict] = {"conv_1": {"items": [], "metadata": {}}}
     ids = itertools.count(1)
+    not_found = Resp(404, {"error": {"message": "Conversation not found", "type": "invalid_request_error"}})
 
     def authed(handler):
         def wrapped(req):
@@ -99,50 +110,80 @@ def conversations_api() -> LocalServer:
 
         return wrapped
 
-    def page(items):
-        return {
+    def page(items, has_more=False):
+        body = {
             "object": "list",
             "data": items,
-            "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None,
-            "has_more": False,
+            "first_id": items[0]["id"] if items else "",
+            "last_id": items[-1]["id"] if items else "",
+            "has_more": has_more,
+        }
+        return conform(ConversationItemList, body)
+
+    def stored(item):
+        content = item["content"]
+        part = "input_text" if item["role"] == "user" else "output_text"
+        return {
+            "type": "message",
+            "id": f"msg_{next(ids)}",
+            "status": "completed",
+            "role": item["role"],
+            "content": [_part(part, content)] if isinstance(content, str) else content,
         }
 
+    def conversation(cid):
+        meta = conversations[cid]["metadata"]
+        return conform(
+            Conversation, {"id": cid, "object": "conversation", "created_at": 1767225600, "metadata": meta}
+        )
+
+    def create_conversation(req):
+        cid = f"conv_{next(ids)}"
+        body = req.json or {}
+        conversations[cid] = {
+            "items": [stored(i) for i in body.get("items") or []],
+            "metadata": body.get("metadata") or {},
+        }
+        return Resp(200, conversation(cid))
+
+    def retrieve(req):
+        return Resp(200, conversation(req.params["cid"])) if req.params["cid"] in conversations else not_found
+
     def list_items(req):
-        items = conversations.get(req.params["cid"])
-        if items is None:
-            return Resp(
-                404,
-                {"error": {"message": "Conversation not found", "type": "invalid_request_error"}},
-            )
-        ordered = list(items) if req.arg("order", "desc") == "asc" else list(reversed(items))
-        return Resp(200, page(ordered[: int(req.arg("limit", "20"))]))
+        found = conversations.get(req.params["cid"])
+        if found is None:
+            return not_found
+        ordered = (
+            list(found["items"]) if req.arg("order", "desc") == "asc" else list(reversed(found["items"]))
+        )
+        after = req.arg("after")
+        if after:
+            position = next((i for i, item in enumerate(ordered) if item["id"] == after), len(ordered))
+            ordered = ordered[position + 1 :]
+        limit = int(req.arg("limit", "20"))
+        return Resp(200, page(ordered[:limit], has_more=len(ordered) > limit))
 
     def create(req):
-        items = conversations.setdefault(req.params["cid"], [])
-        created = []
-        for item in req.json["items"]:
-            content = item["content"]
-            part = "input_text" if item["role"] == "user" else "output_text"
-            stored = {
-                "type": "message",
-                "id": f"msg_{next(ids)}",
-                "status": "completed",
-                "role": item["role"],
-                "content": [{"type": part, "text": content}] if isinstance(content, str) else content,
-            }
-            items.append(stored)
-            created.append(stored)
+        found = conversations.get(req.params["cid"])
+        if found is None:
+            return not_found
+        created = [stored(item) for item in req.json["items"]]
+        found["items"].extend(created)
         return Resp(200, page(created))
 
     def delete(req):
-        conversations.pop(req.params["cid"], None)
-        return Resp(200, {"id": req.params["cid"], "object": "conversation.deleted", "deleted": True})
+        if conversations.pop(req.params["cid"], None) is None:
+            return not_found
+        body = {"id": req.params["cid"], "object": "conversation.deleted", "deleted": True}
+        return Resp(200, conform(ConversationDeletedResource, body))
 
     server.route("GET", "/v1/models", authed(lambda req: Resp(200, {"object": "list", "data": []})))
+    server.route("POST", "/v1/conversations", authed(create_conversation))
+    server.route("GET", "/v1/conversations/(?P<cid>[^/]+)", authed(retrieve))
     server.route("GET", "/v1/conversations/(?P<cid>[^/]+)/items", authed(list_items))
     server.route("POST", "/v1/conversations/(?P<cid>[^/]+)/items", authed(create))
     server.route("DELETE", "/v1/conversations/(?P<cid>[^/]+)", authed(delete))
+    server.conversations = conversations
     return server
 
 
@@ -176,5 +217,46 @@ def test_openai_conversations_bad_key_is_not_retryable():
             adapter.perform("recall", ctx(session_id="conv_1"), query="x", top_k=2)
         assert info.value.reason == "auth_refused" and not info.value.retryable
         assert "sk-wrong" not in info.value.message
+    finally:
+        server.stop()
+
+
+def _api_adapter(server):
+    return OpenAIAgentsAdapter(engine("openai_agents", f"{server.url}/v1"), credential=key("sk-test"))
+
+
+def test_a_long_conversation_is_read_page_by_page():
+    server = conversations_api()
+    try:
+        adapter = _api_adapter(server)
+        context = ctx("remember", session_id="conv_1")
+        for n in range(45):
+            adapter.perform("remember", context, record=NewRecord(f"message {n}", kind="message"))
+        hits = adapter.perform("list", ctx("list", session_id="conv_1"), limit=30)
+        assert [h.text for h in hits][:2] == ["message 44", "message 43"] and len(hits) == 30
+        listed = [r for r in server.requests if r.method == "GET" and r.path.endswith("/items")]
+        assert any(r.arg("after") for r in listed)  # the SDK followed has_more
+    finally:
+        server.stop()
+
+
+def test_remember_into_a_session_that_is_no_conversation_starts_one():
+    server = conversations_api()
+    try:
+        adapter = _api_adapter(server)
+        result = adapter.perform(
+            "remember", ctx("remember", session_id="my-chat"), record=NewRecord("Hello", kind="message")
+        )
+        created = result.detail["session_id"]
+        assert result.status == "settled" and result.detail["conversation_created"] is True
+        assert server.conversations[created]["metadata"]["fedmem_tenant"] == "acme"
+        hits = adapter.perform("recall", ctx(session_id=created), query="x", top_k=3)
+        assert [h.text for h in hits] == ["Hello"]
+        assert adapter.perform("recall", ctx(session_id="my-chat"), query="x", top_k=3) == []
+        # Started for acme: never read, listed or purged for another tenant.
+        other = ctx(session_id=created, tenant_slug="globex")
+        assert adapter.perform("recall", other, query="x", top_k=3) == []
+        adapter.perform("purge", other.for_operation("purge"))
+        assert created in server.conversations
     finally:
         server.stop()
