@@ -179,9 +179,21 @@ class WhatIfResponseSerializer(serializers.Serializer):
 class StepSerializer(serializers.Serializer):
     from_item = serializers.UUIDField()
     to_item = serializers.UUIDField()
-    bridge = serializers.ChoiceField(choices=["entity", "causal"])
+    bridge = serializers.ChoiceField(choices=["terms", "entity", "causal", "session"])
     entity = serializers.CharField(required=False)
+    weight = serializers.FloatField(required=False, help_text="The entity's specificity (entity bridges).")
     link = serializers.DictField(required=False)
+
+
+class WhySerializer(serializers.Serializer):
+    score = serializers.FloatField(help_text="relevance + graph weight x graph score: the rank order.")
+    relevance = serializers.FloatField(help_text="dense weight x similarity + (1 - dense weight) x lexical.")
+    similarity = serializers.FloatField(help_text="Cosine similarity to the query.")
+    lexical = serializers.FloatField(help_text="BM25 coverage of the query's words (0 when not a seed).")
+    graph = serializers.FloatField(help_text="Personalized PageRank from the seeds, 1 = the best fact.")
+    reached_by = serializers.ChoiceField(choices=["seed", "terms", "causal", "entity", "session"])
+    bridges = StepSerializer(many=True, help_text="The entity / session steps that reached it (last 3).")
+    links = StepSerializer(many=True, help_text="The causal links that reached it (last 3).")
 
 
 class RelationSerializer(serializers.Serializer):
@@ -194,10 +206,12 @@ class DiscoveredSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     content = serializers.CharField()
     session_id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["seed", "causal", "entity"])
+    kind = serializers.ChoiceField(choices=["seed", "terms", "causal", "entity", "session"])
     hop = serializers.IntegerField()
     seed_id = serializers.UUIDField()
     cross_session = serializers.BooleanField()
+    score = serializers.FloatField(help_text="The fused rank score (see why).")
+    why = WhySerializer(help_text="Why the fact ranked where it did.")
     path = StepSerializer(many=True)
     relations = RelationSerializer(many=True)
     trust = serializers.CharField()

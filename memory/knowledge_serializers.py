@@ -66,6 +66,7 @@ class AnswerFactSerializer(serializers.Serializer):
     content = serializers.CharField()
     kind = serializers.CharField(help_text="seed | causal | entity (discover) or recall.")
     score = serializers.FloatField(allow_null=True)
+    why = serializers.DictField(required=False, help_text="discover: why the fact ranked (see discover).")
     path = serializers.ListField(child=serializers.DictField())
     trust = serializers.CharField()
 

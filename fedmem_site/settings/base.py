@@ -346,8 +346,19 @@ FEDMEM_QUERY_CACHE_SIZE = env_int("FEDMEM_QUERY_CACHE_SIZE", 1024, minimum=0, ma
 # Reciprocal rank fusion constant and how many candidates each ranked list feeds it.
 FEDMEM_RRF_K = env_int("FEDMEM_RRF_K", 60, minimum=1)
 FEDMEM_RETRIEVAL_CANDIDATES = env_int("FEDMEM_RETRIEVAL_CANDIDATES", 50, minimum=1, maximum=1000)
-# Hybrid mode's full-text list: "all" query words must match (default) or "any".
-FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "all", ("all", "any"))
+# Hybrid mode's BM25 list: "any" query word may match (default) or "all" must.
+FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "any", ("all", "any"))
+# How hybrid mode fuses its lists: "linear" (default) weighs cosine against BM25
+# coverage; "rrf" sums reciprocal ranks.
+FEDMEM_HYBRID_FUSION = env_choice("FEDMEM_HYBRID_FUSION", "linear", ("linear", "rrf"))
+FEDMEM_HYBRID_DENSE_WEIGHT = env_float("FEDMEM_HYBRID_DENSE_WEIGHT", 0.6, minimum=0.0)
+# Two entity names at or above this cosine are one thing for graph ranking (bridges
+# "loading bays" / "the remaining bay"); 1 turns synonym bridges off.
+# Implicit cause -> effect between facts sharing an entity (memory.reasoning.implicit):
+# "embedding" (default, no model) or "nli" (a local cross-encoder folder).
+FEDMEM_IMPLICIT_CAUSAL_SCORER = env_choice("FEDMEM_IMPLICIT_CAUSAL_SCORER", "embedding", ("embedding", "nli"))
+FEDMEM_IMPLICIT_CAUSAL_MODEL = env_str("FEDMEM_IMPLICIT_CAUSAL_MODEL", "")
+FEDMEM_ENTITY_SYNONYM_THRESHOLD = env_float("FEDMEM_ENTITY_SYNONYM_THRESHOLD", 0.8, minimum=0.0)
 # Recency: 0 (default) leaves ranking alone; 1 lets a brand-new item gain as much
 # as a first place in one ranked list, halving every half-life.
 FEDMEM_RECENCY_WEIGHT = env_float("FEDMEM_RECENCY_WEIGHT", 0.0, minimum=0.0)

@@ -13,6 +13,21 @@ from django.conf import settings
 # Labels that name quantities and times, not things a fact is about.
 _SKIP_LABELS = {"CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME"}
 _DETERMINERS = {"the", "a", "an", "this", "that", "these", "those", "our", "their", "its", "his", "her", "my"}
+_COUNTS = {
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "both",
+    "all",
+    "some",
+}
 _PUNCT = re.compile(r"[^\w\s-]")
 _SPACE = re.compile(r"\s+")
 GLINER_LABELS = ["person", "organization", "product", "service", "system", "location", "event"]
@@ -34,6 +49,9 @@ def normalize(text: str) -> str:
     lowered = re.sub(r"'s\b|s'(?=\s|$)", "", lowered)
     lowered = _PUNCT.sub(" ", lowered)
     words = _SPACE.sub(" ", lowered).strip().split(" ")
+    # Leading determiners and counts: "the two loading bays" is "loading bays".
+    while len(words) > 1 and (words[0] in _DETERMINERS or words[0] in _COUNTS or words[0].isdigit()):
+        words = words[1:]
     while words and words[0] in _DETERMINERS:
         words = words[1:]
     return " ".join(words)[:200]
@@ -45,6 +63,9 @@ def _keep(normalized: str) -> bool:
 
 def spacy_entities(doc: Any) -> list[FoundEntity]:
     found: dict[tuple[int, int], FoundEntity] = {}
+    # Tokens of dates, times and quantities: a noun chunk headed by one ("March",
+    # "two weeks") names a time, not a thing, and would join every fact saying it.
+    timeish = {tok.i for ent in doc.ents if ent.label_ in _SKIP_LABELS for tok in ent}
     for ent in doc.ents:
         if ent.label_ in _SKIP_LABELS:
             continue
@@ -55,7 +76,7 @@ def spacy_entities(doc: Any) -> list[FoundEntity]:
             )
     for chunk in doc.noun_chunks:
         # A chunk that is only a pronoun ("it", "they") names nothing by itself.
-        if all(tok.pos_ in ("PRON", "DET") for tok in chunk):
+        if all(tok.pos_ in ("PRON", "DET") for tok in chunk) or chunk.root.i in timeish:
             continue
         for tok in chunk:
             # "the payments-api's latency" also names the payments-api itself.
@@ -65,6 +86,16 @@ def spacy_entities(doc: Any) -> list[FoundEntity]:
                 if _keep(norm) and (owner.start_char, owner.end_char) not in found:
                     found[(owner.start_char, owner.end_char)] = FoundEntity(
                         owner.text, norm, "NOUN_CHUNK", owner.start_char, owner.end_char
+                    )
+                # ... and the possessed thing on its own: "the server's CPU temperature"
+                # is the "CPU temperature" another fact names without its owner.
+                owned = tok.doc[tok.right_edge.i + 1 : chunk.end]
+                if tok.right_edge.i + 1 < chunk.end and owned[0].dep_ == "case":
+                    owned = owned[1:]
+                norm = normalize(owned.text) if len(owned) else ""
+                if _keep(norm) and (owned.start_char, owned.end_char) not in found:
+                    found[(owned.start_char, owned.end_char)] = FoundEntity(
+                        owned.text, norm, "NOUN_CHUNK", owned.start_char, owned.end_char
                     )
         if any(start <= chunk.start_char < end for start, end in found):
             continue

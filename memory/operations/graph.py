@@ -13,6 +13,7 @@ from memory.models import MemoryItem
 from memory.readers import MemoryReader
 from memory.reasoning import graph
 from memory.rendering import item_json
+from memory.retrieval import graphrank
 from memory.retrieval.hybrid import RecallQuery
 from memory.services.supersession import memory_history, memory_revive, memory_supersede
 
@@ -61,8 +62,8 @@ class DiscoverResult:
 
 
 def discover(access: MemoryAccess, request: DiscoverRequest) -> DiscoverResult:
-    """Seeds by hybrid recall, then hops over shared entities and causal links, each
-    fact with the path that reached it."""
+    """Facts for the query ranked by the graph-aware core (memory.retrieval.graphrank):
+    relevance fused with a graph score, each with the path that reached it and why."""
     scopes = read_scopes(access, list(request.scopes) if request.scopes is not None else None)
     # A policy requiring strict isolation confines traversal as isolate=true does.
     isolate = request.isolate or access.policy.required_isolation == "strict"
@@ -79,13 +80,8 @@ def discover(access: MemoryAccess, request: DiscoverRequest) -> DiscoverResult:
         include_superseded=request.window.include_superseded,
     )
     view = _view(access, request.window, scopes if isolate else None)
-    found = graph.discover(
-        access,
-        seeds,
-        view,
-        hops=request.hops,
-        max_results=request.max_results,
-        max_visited=request.max_visited,
+    found = graphrank.rank(
+        access, seeds, view, hops=request.hops, limit=request.max_results, max_visited=request.max_visited
     )
     relations = graph.relations_of([f.item.pk for f in found])
     sessions = {f.item.pk: f.item.session_id for f in found}
@@ -98,6 +94,8 @@ def discover(access: MemoryAccess, request: DiscoverRequest) -> DiscoverResult:
             "hop": f.hop,
             "seed_id": str(f.seed_id),
             "cross_session": f.item.session_id != sessions.get(f.seed_id, f.item.session_id),
+            "score": f.score,
+            "why": f.why(),
             "path": f.path,
             "relations": relations[f.item.pk],
             "trust": "untrusted",

@@ -51,8 +51,13 @@ class AnswerResult:
         }
 
 
-def _fact(id_: str, content: str, kind: str, score: float | None, path: list[Any]) -> dict[str, Any]:
-    return {"id": id_, "content": content, "kind": kind, "score": score, "path": path, "trust": "untrusted"}
+def _fact(
+    id_: str, content: str, kind: str, score: float | None, path: list[Any], why: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    fact = {"id": id_, "content": content, "kind": kind, "score": score, "path": path, "trust": "untrusted"}
+    if why is not None:
+        fact["why"] = why
+    return fact
 
 
 def answer(access: MemoryAccess, request: AnswerRequest) -> AnswerResult:
@@ -74,7 +79,9 @@ def answer(access: MemoryAccess, request: AnswerRequest) -> AnswerResult:
             ),
         )
         scopes = found.scopes
-        facts = [_fact(f["id"], f["content"], f["kind"], None, f["path"]) for f in found.results]
+        facts = [
+            _fact(f["id"], f["content"], f["kind"], f["score"], f["path"], f["why"]) for f in found.results
+        ]
     else:
         rq = recall_query(
             access,

@@ -9,7 +9,6 @@ from typing import Any
 from memory import engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes
 from memory.readers import MemoryReader
-from memory.reasoning import graph
 from memory.rendering import item_json
 from memory.retrieval.framing import frame, new_nonce
 from memory.retrieval.hybrid import Hit, RecallQuery, retrieve
@@ -194,20 +193,20 @@ def _federated(
 
 
 def graph_recall(access: MemoryAccess, rq: RecallQuery, *, hops: int) -> list[dict[str, Any]]:
-    """Graph mode: the hybrid seeds, expanded over entity bridges and causal links in
-    the policy's readable scopes (or only the requested ones under strict isolation),
-    top_k in all. Expanded facts score below every seed, in discovery order."""
+    """Graph mode: the graph-aware ranking (memory.retrieval.graphrank) in the policy's
+    readable scopes (or only the requested ones under strict isolation), top_k in all."""
+    from memory.retrieval import graphrank
+
     strict = access.policy.required_isolation == "strict"
     view = MemoryReader.of(access).view(
         at=rq.as_of, include_superseded=rq.include_superseded, scopes=rq.scopes if strict else None
     )
-    found = graph.discover(access, rq, view, hops=hops, max_results=rq.top_k, max_visited=rq.top_k * 10)
-    floor = min((f.score for f in found if f.kind == "seed"), default=1.0)
     results = []
-    for rank, f in enumerate(found):
-        hit = Hit(item=f.item, score=f.score if f.kind == "seed" else floor * 0.5 / (rank + 1))
-        entry = _row(hit)
-        entry["graph"] = {"kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path}
+    for f in graphrank.rank(access, rq, view, hops=hops, limit=rq.top_k, max_visited=max(200, rq.top_k * 10)):
+        entry = _row(Hit(f.item, f.score, f.similarity, f.vector_rank, f.keyword_rank))
+        entry["graph"] = {
+            "kind": f.kind, "hop": f.hop, "seed_id": str(f.seed_id), "path": f.path, "why": f.why(),
+        }  # fmt: skip
         results.append(entry)
     return results
 

@@ -1,8 +1,22 @@
-"""From retrieved facts to a cited answer: the causal chain among the facts, then
-the synthesizer. Reads only."""
+"""From retrieved facts to a cited answer: the facts on the question, the causal
+chain among them, then the synthesizer. Reads only.
+
+* **Relevance floor**: a fact takes part only when its relevance to the question
+  (dense + lexical, see :mod:`memory.retrieval.graphrank`) reaches
+  ``RELEVANCE_FLOOR``, or the graph reached it strongly from facts that do
+  (``GRAPH_FLOOR``): expanded facts about another matter are never stated.
+* **Chain**: the *anchor* is the most relevant fact (for a why-question, the
+  effect asked about). Its causes are walked backwards among the kept facts,
+  along asserted links (stored span links between causal edges) and implicit
+  ones (:mod:`memory.reasoning.implicit`: a fact sharing an entity with the
+  anchor's side that reads as its cause), keeping the best-scored path; the chain
+  is stated root first. A chain that does not end at a fact on the question is
+  not a chain for this question and is not stated.
+"""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django.db.models import F
@@ -71,18 +85,144 @@ def entities_among(tenant_id: Any, item_ids: list[Any], limit: int = 20) -> list
     return [name for name, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:limit]
 
 
+RELEVANCE_FLOOR = 0.3
+GRAPH_FLOOR = 0.1
+# An implicit link counts from this score (EmbeddingCausalScorer: cosine + change bonus).
+IMPLICIT_FLOOR = 0.45
+MAX_CHAIN_FACTS = 6
+MAX_KEPT = 15
+
+
+def on_question(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts that answer the question: relevance or graph support above the floors."""
+    kept = []
+    for f in facts:
+        why = f.get("why")
+        if why is None:
+            relevance, graph_score = f.get("score") or 0.0, 0.0
+        else:
+            relevance, graph_score = why["relevance"], why["graph"]
+        if relevance >= RELEVANCE_FLOOR or graph_score >= GRAPH_FLOOR:
+            kept.append(f)
+    return kept[:MAX_KEPT]
+
+
+def _relevance(f: dict[str, Any]) -> float:
+    return f["why"]["relevance"] if f.get("why") else (f.get("score") or 0.0)
+
+
+def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The causal chain ending at the most relevant fact, root first (see module doc):
+    asserted links where they exist, implicit links where they do not."""
+    from memory.extraction.nlp import parse
+    from memory.models import MemoryItem
+    from memory.reasoning.implicit import Side, get_scorer, states_change
+    from memory.retrieval.graphrank import _entity_weights, _mentions, _synonyms
+    from memory.retrieval.lexical import tenant_stats
+
+    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
+    if len(ids) < 2:
+        return []
+    anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
+    texts = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "content"))
+    vectors = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "embedding"))
+    edges = list(CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).order_by("id"))
+    by_item: dict[Any, list[CausalEdge]] = {}
+    for edge in edges:
+        by_item.setdefault(edge.item_id, []).append(edge)
+    # Asserted: A -> B when an edge of A continues into an edge of B.
+    causes: dict[Any, dict[Any, tuple[float, dict[str, Any]]]] = {pk: {} for pk in ids}
+    edge_item = {e.pk: e for e in edges}
+    for source, target, score in SpanLink.objects.filter(
+        tenant_id=tenant_id, source_id__in=edge_item, target_id__in=edge_item
+    ).values_list("source_id", "target_id", "score"):
+        a, b = edge_item[source], edge_item[target]
+        if a.item_id != b.item_id:
+            hop = {
+                "cause": a.cause,
+                "effect": a.effect,
+                "cue": a.cue,
+                "item_id": str(a.item_id),
+                "edge_id": a.pk,
+            }
+            best = causes[b.item_id].get(a.item_id)
+            if best is None or best[0] < 1.0 + score:
+                causes[b.item_id][a.item_id] = (1.0 + score, hop)
+    # Implicit: facts joined by a specific entity (or a synonym span) that read as cause -> effect.
+    mentions = _mentions(tenant_id, ids)
+    weights = _entity_weights(
+        tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents
+    )
+    entity_items: dict[int, set[Any]] = {}
+    for item_id, entity_id in mentions:
+        if entity_id in weights:
+            entity_items.setdefault(entity_id, set()).add(item_id)
+    for a, b, _sim in _synonyms(sorted(entity_items)):
+        joined = entity_items[a] | entity_items[b]
+        entity_items[a] = entity_items[b] = joined
+    joined_pairs = {(x, y) for group in entity_items.values() for x in group for y in group if x != y}
+    docs = dict(zip(ids, parse([texts[pk] for pk in ids]), strict=True))
+    sides = {
+        pk: Side(
+            texts[pk], vectors[pk],
+            by_item[pk][0].cause_embedding if by_item.get(pk) else None,
+            states_change(docs[pk]),
+        )
+        for pk in ids
+    }  # fmt: skip
+    scorer = get_scorer()
+    for a, b in joined_pairs:
+        if a in causes[b]:
+            continue
+        score = scorer.score(sides[a], sides[b])
+        if score >= IMPLICIT_FLOOR and score > scorer.score(sides[b], sides[a]) - 0.05:
+            hop = {"cause": texts[a], "effect": texts[b], "cue": f"implicit ({scorer.name})",
+                   "item_id": str(a), "edge_id": None}  # fmt: skip
+            causes[b][a] = (score, hop)
+
+    # The best-scored backward path from the anchor (small: at most MAX_KEPT facts).
+    best: tuple[float, list[Any]] = (0.0, [anchor])
+
+    def walk(at: Any, path: list[Any], total: float) -> None:
+        nonlocal best
+        if total > best[0]:
+            best = (total, list(path))
+        if len(path) >= MAX_CHAIN_FACTS:
+            return
+        for cause, (score, _hop) in causes[at].items():
+            if cause not in path:
+                walk(cause, [*path, cause], total + score)
+
+    walk(anchor, [anchor], 0.0)
+    path = best[1][::-1]  # root first
+    if len(path) < 2:
+        return []
+    chain = []
+    for cause, effect in itertools.pairwise(path):
+        chain.append(causes[effect][cause][1])
+    # The anchor's own asserted edge (its effect is what was asked about) closes the chain.
+    own = by_item.get(anchor)
+    if own:
+        e = own[0]
+        chain.append(
+            {"cause": e.cause, "effect": e.effect, "cue": e.cue, "item_id": str(anchor), "edge_id": e.pk}
+        )
+    return chain
+
+
 def answer_from(
     *, tenant_id: Any, question: str, facts: list[dict[str, Any]], synthesizer: Synthesizer
 ) -> tuple[Answer, list[dict[str, Any]], list[str]]:
-    """``facts`` are {id, content} dicts, best first. Returns the answer, the chain
-    and the entities it was given."""
+    """``facts`` are {id, content[, score, why]} dicts, best first. Returns the answer,
+    the chain and the entities it was given. Only facts on the question are used."""
+    kept = on_question(facts)
     # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
-    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
-    chain = chain_among(tenant_id, ids)
+    ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
+    chain = assemble_chain(tenant_id, kept)
     entities = entities_among(tenant_id, ids)
     context = Context(
         question=question,
-        facts=[Fact(str(f["id"]), f["content"]) for f in facts],
+        facts=[Fact(str(f["id"]), f["content"]) for f in kept],
         chain=[Link(h["cause"], h["effect"], h["item_id"]) for h in chain],
         entities=entities,
     )
@@ -90,4 +230,8 @@ def answer_from(
     # An answer cites only facts it was given; a synthesizer citing nothing rests on all of them.
     allowed = context.fact_ids
     result.citations = [c for c in result.citations if c in allowed] or allowed
+    if chain:
+        result.detail["root_item_id"] = chain[0]["item_id"]
+    result.detail["facts_on_question"] = len(kept)
+    result.detail["facts_considered"] = len(facts)
     return result, chain, entities

@@ -107,6 +107,15 @@ class DeterministicSynthesizer:
             return Answer("Nothing in memory answers this question.", [], self.name, {"form": "empty"})
         if context.chain:
             return self._chain(context)
+        if is_why_question(context.question):
+            # No chain among the facts on the question: say so rather than guess a cause.
+            lines = [f"{_sentence(f.content)} [{f.id}]." for f in context.facts[:MAX_CONTEXT_FACTS]]
+            return Answer(
+                "No causal chain in memory explains this. Related facts: " + " ".join(lines),
+                [f.id for f in context.facts[:MAX_CONTEXT_FACTS]],
+                self.name,
+                {"form": "no_chain"},
+            )
         lines = [f"{_sentence(f.content)} [{f.id}]." for f in context.facts[:MAX_CONTEXT_FACTS]]
         return Answer(
             "According to memory: " + " ".join(lines),

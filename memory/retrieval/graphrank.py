@@ -1,0 +1,399 @@
+"""Graph-aware ranking: the one retrieval core of recall mode ``graph``, ``discover``
+and ``answer``.
+
+1. **Candidates**: the hybrid list (dense + BM25, ``SEED_POOL`` long) and the
+   graph neighbourhood of its facts, ``hops`` rounds deep: facts sharing a
+   *specific* entity (:mod:`memory.retrieval.specificity`: hubs, dates, numbers,
+   pronouns and generic nouns never bridge), facts whose causal edge continues
+   one of theirs (the stored span links), and the turns right before and after
+   each seed in its session (a conversation's neighbourhood).
+2. **Graph**: items and their bridging entities, item -> entity weighted by the
+   entity's specificity, entity -> entity where two spans name the same thing
+   (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading bays" /
+   "the remaining bay"), item -> item along causal links and session adjacency.
+3. **Score**: personalized PageRank over that graph, restarting at the seeds in
+   proportion to their query relevance (cf. HippoRAG 2), fused with the dense and
+   lexical relevance: ``relevance + GRAPH_WEIGHT x ppr / max(ppr)`` where
+   ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical coverage``.
+   A fact two bridges away from the best match can so overtake one that is
+   merely similar to the question.
+
+Every read is inside ``view`` (visibility in SQL); the result says why each fact
+ranked: its signals, the bridges and links that reached it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+from django.db.models import FloatField
+from django.db.models.expressions import RawSQL
+
+from memory.embeddings import embed_query
+from memory.enforcement import MemoryAccess
+from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
+from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.lexical import bm25_rows, tenant_stats
+from memory.retrieval.specificity import bridge_weight
+
+SEED_POOL = 30
+# Mentions read per bridging entity, and per entity when counting its facts.
+BRIDGES_PER_ENTITY = 20
+DF_CAP = 5000
+DENSE_WEIGHT = 0.6
+GRAPH_WEIGHT = 2.0
+DAMPING = 0.7
+ITERATIONS = 30
+CAUSAL_WEIGHT = 2.0
+SESSION_WEIGHT = 0.5
+TERM_WEIGHT = 1.0
+# Term bridges: from the best TERM_SOURCES facts of each round, to TERM_BRIDGES
+# facts each whose BM25 coverage of the source's words reaches TERM_FLOOR.
+TERM_SOURCES = 4
+TERM_BRIDGES = 6
+TERM_FLOOR = 0.15
+# Restart mass: a softmax over the seeds' relevance at this temperature.
+TEMPERATURE = 0.05
+
+
+@dataclass
+class Ranked:
+    item: MemoryItem
+    score: float
+    relevance: float
+    similarity: float
+    lexical: float
+    graph: float
+    kind: str  # seed | terms | entity | causal | session
+    hop: int
+    seed_id: Any
+    path: list[dict[str, Any]] = field(default_factory=list)
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+
+    def why(self) -> dict[str, Any]:
+        return {
+            "score": round(self.score, 4),
+            "relevance": round(self.relevance, 4),
+            "similarity": round(self.similarity, 4),
+            "lexical": round(self.lexical, 4),
+            "graph": round(self.graph, 4),
+            "reached_by": self.kind,
+            "bridges": [s for s in self.path if s["bridge"] != "causal"][-3:],
+            "links": [s for s in self.path if s["bridge"] == "causal"][-3:],
+        }
+
+
+@dataclass
+class _Reach:
+    kind: str
+    hop: int
+    seed: Any
+    path: list[dict[str, Any]]
+
+
+def relevance(similarity: float | None, lexical: float | None) -> float:
+    return DENSE_WEIGHT * (similarity or 0.0) + (1 - DENSE_WEIGHT) * (lexical or 0.0)
+
+
+def _entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dict[int, tuple[str, float]]:
+    """entity id -> (name, bridge weight) for the entities that may bridge."""
+    if not entity_ids:
+        return {}
+    rows = Entity.objects.filter(pk__in=entity_ids).values_list("pk", "name", "normalized", "label")
+    with connection.cursor() as cursor:
+        # Each count reads at most DF_CAP index entries: a hub is a hub at any size.
+        cursor.execute(
+            "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM memory_mention m WHERE m.entity_id = e.id "
+            "LIMIT %s) AS c) FROM unnest(%s::bigint[]) AS e(id)",
+            [DF_CAP, list(entity_ids)],
+        )
+        df = dict(cursor.fetchall())
+    out = {}
+    for pk, name, normalized, label in rows:
+        weight = bridge_weight(normalized, label, df.get(pk, 0), documents)
+        if weight > 0:
+            out[pk] = (name, weight)
+    return out
+
+
+def _mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
+    return list(
+        Mention.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
+        .order_by("item_id", "entity_id")
+        .values_list("item_id", "entity_id")
+        .distinct()
+    )
+
+
+def _entity_neighbours(view: Any, entity_ids: list[int], exclude: set[Any]) -> list[tuple[int, Any]]:
+    """(entity, visible item) for up to BRIDGES_PER_ENTITY items per entity."""
+    from memory.reasoning.graph import _SENTINEL, _lateral, prefixed
+
+    if not entity_ids:
+        return []
+    inner = (
+        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=_SENTINEL)
+        .order_by("item_id")
+        .values_list("item_id")[: BRIDGES_PER_ENTITY + 1]
+    )
+    return [(e, item) for e, item in _lateral(inner, sorted(entity_ids)) if item not in exclude]
+
+
+def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, Any, str, str, float]]:
+    """(item, other item, this item's span, the other's span, link score) along stored
+    span links in either direction; visibility is applied when rows are read."""
+    out = []
+    edges = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
+    links = SpanLink.objects.filter(tenant_id=tenant_id)
+    for source_item, target_item, effect, cause, score in (
+        links.filter(source__in=edges)
+        .values_list("source__item_id", "target__item_id", "source__effect", "target__cause", "score")
+        .order_by("-score")[:200]
+    ):
+        out.append((source_item, target_item, effect, cause, score))
+    for source_item, target_item, effect, cause, score in (
+        links.filter(target__in=edges)
+        .values_list("source__item_id", "target__item_id", "source__effect", "target__cause", "score")
+        .order_by("-score")[:200]
+    ):
+        out.append((target_item, source_item, cause, effect, score))
+    return [row for row in out if row[0] != row[1]]
+
+
+def _session_neighbours(items: list[MemoryItem]) -> list[tuple[Any, Any]]:
+    """(item, the turn right before / after it in its session), same agent."""
+    rows = [(i.pk, i.agent_id, i.session_id, i.created_at) for i in items if i.session_id]
+    if not rows:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.id, x.id FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[]) "
+            "AS s(id, agent_id, session_id, created_at) CROSS JOIN LATERAL ("
+            "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
+            "AND m.created_at < s.created_at ORDER BY m.created_at DESC LIMIT 1) UNION ALL "
+            "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
+            "AND m.created_at > s.created_at ORDER BY m.created_at LIMIT 1)) AS x",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]],
+        )
+        return cursor.fetchall()
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _shared_words(a: str, b: str) -> list[str]:
+    from memory.retrieval.specificity import GENERIC_NOUNS, PRONOUNS, TIME_WORDS
+
+    skip = PRONOUNS | TIME_WORDS | GENERIC_NOUNS
+    wa = {w for w in _WORDS.findall(a.lower()) if len(w) > 3 and w not in skip}
+    return sorted(wa & {w for w in _WORDS.findall(b.lower()) if len(w) > 3})[:5]
+
+
+def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list[tuple[Any, Any, float]]:
+    """(item, item sharing its rarest words, BM25 coverage of the item's words): the
+    term bridges, for facts whose shared thing the entity spans name differently
+    ("higher training throughput" / "model training throughput")."""
+    out = []
+    for item in items:
+        for pk, _score, _created, coverage in bm25_rows(
+            view.items(), tenant_id, item.content, TERM_BRIDGES + 1
+        ):
+            if pk != item.pk and coverage >= TERM_FLOOR:
+                out.append((item.pk, pk, min(coverage, 1.0)))
+    return out
+
+
+def _synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
+    """Pairs of distinct entities whose names' embeddings are near enough to be one thing."""
+    threshold = settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD
+    if len(entity_ids) < 2 or threshold >= 1:
+        return []
+    rows = list(Entity.objects.filter(pk__in=entity_ids).values_list("pk", "embedding"))
+    ids = [r[0] for r in rows]
+    matrix = np.asarray([r[1] for r in rows], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms == 0, 1, norms)
+    sims = matrix @ matrix.T
+    out = []
+    for a, b in zip(*np.nonzero(np.triu(sims, 1) >= threshold), strict=True):
+        out.append((ids[a], ids[b], float(sims[a, b])))
+    return out
+
+
+def rank(
+    access: MemoryAccess, rq: RecallQuery, view: Any, *, hops: int, limit: int, max_visited: int = 400
+) -> list[Ranked]:
+    """The ``limit`` best facts for ``rq`` by relevance fused with graph score."""
+    hits = retrieve(access, replace(rq, top_k=max(SEED_POOL, rq.top_k), mode="hybrid"))
+    if not hits:
+        return []
+    tenant_id = access.tenant_id
+    seeds = {h.item.pk: h for h in hits}
+    reach: dict[Any, _Reach] = {pk: _Reach("seed", 0, pk, []) for pk in seeds}
+    documents = tenant_stats(tenant_id, []).documents
+
+    # Edges of the subgraph, filled while expanding.
+    causal: list[tuple[Any, Any, float]] = []
+    session: list[tuple[Any, Any]] = []
+
+    def reached(pk: Any, parent: Any, kind: str, hop: int, step: dict[str, Any]) -> None:
+        if pk not in reach and len(reach) < max_visited:
+            origin = reach[parent]
+            reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
+
+    for a, b in _session_neighbours([h.item for h in hits]):
+        session.append((a, b))
+        reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
+    frontier = list(seeds)
+    weights: dict[int, tuple[str, float]] = {}
+    terms: list[tuple[Any, Any, float]] = []
+    sources = [h.item for h in hits[:TERM_SOURCES]]
+    for hop in range(1, hops + 1):
+        if not frontier or len(reach) >= max_visited:
+            break
+        before = set(reach)
+        found_terms = _term_neighbours(view, tenant_id, sources)
+        terms += found_terms
+        for a, b, coverage in sorted(found_terms, key=lambda t: -t[2]):
+            step = {"from_item": str(a), "to_item": str(b), "bridge": "terms", "weight": round(coverage, 3)}
+            reached(b, a, "terms", hop, step)
+        for a, b, span_a, span_b, score in _causal_neighbours(tenant_id, frontier):
+            causal.append((a, b, score))
+            step = {
+                "from_item": str(a),
+                "to_item": str(b),
+                "bridge": "causal",
+                "link": {"from": span_a, "to": span_b},
+            }
+            reached(b, a, "causal", hop, step)
+        mentions = _mentions(tenant_id, frontier)
+        new_entities = sorted({e for _, e in mentions} - set(weights))
+        weights.update(_entity_weights(tenant_id, new_entities, documents))
+        source: dict[int, Any] = {}
+        for item_id, entity_id in mentions:
+            if entity_id in weights:
+                source.setdefault(entity_id, item_id)
+        # The most specific entities first: when room runs out, hubs-to-be lose.
+        bridging = sorted(source, key=lambda e: -weights[e][1])
+        for entity_id, item_id in _entity_neighbours(view, bridging, set()):
+            step = {
+                "from_item": str(source[entity_id]), "to_item": str(item_id), "bridge": "entity",
+                "entity": weights[entity_id][0], "weight": round(weights[entity_id][1], 3),
+            }  # fmt: skip
+            reached(item_id, source[entity_id], "entity", hop, step)
+        frontier = [pk for pk in reach if pk not in before]
+        # The next round's term sources: the strongest term bridges just found.
+        fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in frontier]
+        rows_next = {i.pk: i for i in view.items().filter(pk__in=fresh).only("id", "content")}
+        sources = [rows_next[pk] for pk in dict.fromkeys(fresh) if pk in rows_next][:TERM_SOURCES]
+
+    # Rows (visibility holds for every one) with their similarity to the query.
+    vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
+    rows = {
+        item.pk: item
+        for item in view.items()
+        .filter(pk__in=list(reach))
+        .annotate(
+            similarity=RawSQL(
+                '1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField()
+            )
+        )
+        .defer("embedding", "search_vector")
+    }
+    ids = [pk for pk in reach if pk in rows]
+    index = {pk: i for i, pk in enumerate(ids)}
+    all_mentions = _mentions(tenant_id, ids)
+    weights.update(_entity_weights(tenant_id, sorted({e for _, e in all_mentions} - set(weights)), documents))
+    entity_ids = sorted({e for _, e in all_mentions if e in weights})
+    for e in entity_ids:
+        index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
+    n = len(index)
+
+    rel = np.zeros(n)
+    sim = np.zeros(n)
+    lex = np.zeros(n)
+    for pk in ids:
+        hit = seeds.get(pk)
+        sim[index[pk]] = float(rows[pk].similarity or 0.0)
+        lex[index[pk]] = float(hit.signals.get("lexical", 0.0)) if hit else 0.0
+        rel[index[pk]] = relevance(sim[index[pk]], lex[index[pk]])
+
+    adjacency = np.zeros((n, n))
+    for item_id, entity_id in all_mentions:
+        if entity_id in weights and item_id in index:
+            w = weights[entity_id][1]
+            adjacency[index[item_id], index[entity_id]] += w
+            adjacency[index[entity_id], index[item_id]] += w
+    for a, b, sim_ab in _synonyms(entity_ids):
+        adjacency[index[a], index[b]] += sim_ab
+        adjacency[index[b], index[a]] += sim_ab
+    for a, b, score in causal:
+        if a in index and b in index:
+            adjacency[index[a], index[b]] += CAUSAL_WEIGHT * score
+            adjacency[index[b], index[a]] += CAUSAL_WEIGHT * score
+    for a, b, coverage in terms:
+        if a in index and b in index:
+            adjacency[index[a], index[b]] += TERM_WEIGHT * coverage
+            adjacency[index[b], index[a]] += TERM_WEIGHT * coverage
+    for a, b in session:
+        if a in index and b in index:
+            adjacency[index[a], index[b]] += SESSION_WEIGHT
+            adjacency[index[b], index[a]] += SESSION_WEIGHT
+    restart = _restart(rel, [index[pk] for pk in seeds if pk in index])
+    # The mass the walk carried (its restart share taken out): what the graph adds.
+    graph_score = personalized_pagerank(adjacency, restart) - (1 - DAMPING) * restart
+    top = max(float(graph_score[: len(ids)].max()), 1e-12)
+
+    ranked = []
+    for pk in ids:
+        i = index[pk]
+        g = float(graph_score[i]) / top
+        hit = seeds.get(pk)
+        r = reach[pk]
+        ranked.append(
+            Ranked(
+                item=rows[pk], score=float(rel[i]) + GRAPH_WEIGHT * g, relevance=float(rel[i]),
+                similarity=float(sim[i]), lexical=float(lex[i]), graph=g, kind=r.kind, hop=r.hop,
+                seed_id=r.seed,
+                path=r.path, vector_rank=hit.vector_rank if hit else None,
+                keyword_rank=hit.keyword_rank if hit else None,
+            )
+        )  # fmt: skip
+    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    # The graph orders what follows the best direct match, never demotes it.
+    best = max(ranked, key=lambda x: (x.relevance, -ranked.index(x)), default=None)
+    if best is not None:
+        ranked.remove(best)
+        ranked.insert(0, best)
+    return ranked[:limit]
+
+
+def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
+    p = np.zeros(len(rel))
+    if not seed_rows:
+        return p
+    values = rel[seed_rows]
+    mass = np.exp((values - values.max()) / TEMPERATURE)
+    p[seed_rows] = mass / mass.sum()
+    return p
+
+
+def personalized_pagerank(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
+    """Stationary visit probabilities of a walk that follows weighted edges and jumps
+    back to ``restart`` with probability 1 - DAMPING (dangling nodes jump back too)."""
+    out_weight = adjacency.sum(axis=1)
+    transition = np.divide(
+        adjacency, out_weight[:, None], out=np.zeros_like(adjacency), where=out_weight[:, None] > 0
+    )
+    dangling = out_weight == 0
+    scores = restart.copy()
+    for _ in range(ITERATIONS):
+        leaked = scores[dangling].sum()
+        scores = (1 - DAMPING) * restart + DAMPING * (scores @ transition + leaked * restart)
+    return scores

@@ -1,0 +1,74 @@
+"""Which entities may bridge two facts, and how much a bridge through one is worth.
+
+An entity named by a large share of the tenant's facts ("the service", "March")
+joins facts that have nothing else in common; one named by few joins facts that
+are about the same thing. The weight is IDF-like, ``log(N / df)`` over the
+tenant's items, and these never bridge at all: pronouns, dates and times
+(months, weekdays, years), numbers and quantities, and generic nouns standing
+alone ("the system", "the company", "people").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# Labels of spans that name quantities and times.
+NON_BRIDGE_LABELS = {"CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME"}
+PRONOUNS = {
+    "i", "me", "my", "mine", "we", "us", "our", "ours", "you", "your", "yours", "he", "him", "his",
+    "she", "her", "hers", "it", "its", "they", "them", "their", "theirs", "this", "that", "these",
+    "those", "who", "whom", "what", "which", "someone", "something", "anyone", "anything", "everyone",
+    "everything", "nobody", "nothing", "one", "ones", "myself", "yourself", "himself", "herself",
+    "itself", "ourselves", "themselves", "there", "here",
+}  # fmt: skip
+TIME_WORDS = {
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+    "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct",
+    "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "today", "yesterday", "tomorrow", "tonight", "morning", "afternoon", "evening", "night", "day",
+    "days", "week", "weeks", "weekend", "month", "months", "year", "years", "hour", "hours", "minute",
+    "minutes", "time", "times", "date", "moment", "quarter", "season", "spring", "summer", "autumn",
+    "fall", "winter", "am", "pm", "last", "next", "ago", "now", "later", "earlier", "first", "second",
+    "third", "st", "nd", "rd", "th", "mid", "early", "late",
+}  # fmt: skip
+GENERIC_NOUNS = {
+    "thing", "things", "stuff", "way", "ways", "lot", "lots", "kind", "sort", "type", "part", "parts",
+    "people", "person", "man", "woman", "guy", "guys", "friend", "friends", "team", "company", "system",
+    "user", "users", "customer", "customers", "group", "place", "area", "case", "issue", "problem",
+    "fact", "point", "result", "results", "change", "changes", "number", "level", "amount", "side",
+    "end", "idea", "question", "answer", "reason", "example", "process", "work", "job", "use",
+    "information", "data", "value", "state", "life", "world", "home", "everyone", "others", "other",
+    "all", "both", "each", "some", "many", "much", "more", "most", "few", "none",
+}  # fmt: skip
+_NUMBERISH = re.compile(r"^[\d\s.,:/%°+-]*(st|nd|rd|th|s|am|pm|k|m|h|c|f|kg|km|ms)?$")
+
+# An entity named by more than this share of the tenant's items is a hub, not a bridge
+# (above a floor, so a tiny tenant's entities can still bridge).
+HUB_SHARE = 0.05
+HUB_FLOOR = 8
+
+
+def never_bridges(normalized: str, label: str = "") -> bool:
+    """Pronouns, dates/times, numbers and lone generic nouns name nothing specific."""
+    if label in NON_BRIDGE_LABELS:
+        return True
+    words = normalized.split()
+    if not words or _NUMBERISH.match(normalized):
+        return True
+    content = [w for w in words if w not in PRONOUNS and w not in ("the", "a", "an")]
+    if not content:
+        return True
+    if all(w in TIME_WORDS or _NUMBERISH.match(w) for w in content):
+        return True
+    return len(content) == 1 and content[0] in GENERIC_NOUNS
+
+
+def bridge_weight(normalized: str, label: str, df: int, documents: int) -> float:
+    """The weight of a bridge through this entity: 0 (none) or ``log(N / df)``-like, > 0."""
+    if never_bridges(normalized, label):
+        return 0.0
+    documents = max(documents, 1)
+    if df > max(HUB_FLOOR, HUB_SHARE * documents):
+        return 0.0
+    return math.log(1 + documents / max(df, 1))

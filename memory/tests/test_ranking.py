@@ -1,0 +1,227 @@
+"""The ranking pieces on small data: BM25 over the stored tsvector, entity
+specificity, personalized PageRank, the implicit causal scorer, the graph-aware
+core (a fact two bridges away overtakes a merely similar one) and the answer's
+relevance floor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory.enforcement import Keys, read_scopes, visible_q
+from memory.models import MemoryItem
+from memory.reasoning import graph
+from memory.reasoning.implicit import EmbeddingCausalScorer, Side, states_change
+from memory.retrieval import graphrank, lexical
+from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.specificity import bridge_weight, never_bridges
+from memory.tests.graph_helpers import fact
+
+
+def _keyword(access, query, top_k=5):
+    keys = Keys(narrow=True)
+    rq = RecallQuery(query=query, scopes=("agent",), keys=keys, top_k=top_k, mode="keyword")
+    return [hit.item.content for hit in retrieve(access, rq)]
+
+
+# --- BM25 -------------------------------------------------------------------------------
+
+
+def test_bm25_matches_any_word_and_weighs_rare_words_more(access):
+    from memory.tests.conftest import remember
+
+    for n in range(6):
+        remember(access, f"The shipment number {n} left the warehouse on time.", scope="agent")
+    remember(access, "The forklift damaged a loading bay at the warehouse.", scope="agent")
+    remember(access, "A new forklift was ordered for the depot.", scope="agent")
+    # Every word required would match nothing: no item says all of them.
+    ranked = _keyword(access, "why was the forklift at the warehouse broken")
+    assert ranked[0] == "The forklift damaged a loading bay at the warehouse."
+    # The rare word decides: both forklift facts before any plain warehouse fact.
+    assert set(ranked[:2]) == {
+        "The forklift damaged a loading bay at the warehouse.",
+        "A new forklift was ordered for the depot.",
+    }
+
+
+def test_bm25_statistics_follow_new_words(access):
+    from memory.tests.conftest import remember
+
+    remember(access, "The payroll run was delayed.", scope="agent")
+    assert _keyword(access, "zanzibar") == []
+    remember(access, "The Zanzibar office opened.", scope="agent")
+    # A word no item held a moment ago is found as soon as an item holds it.
+    assert _keyword(access, "zanzibar") == ["The Zanzibar office opened."]
+
+
+def test_selective_lexemes_keep_the_rarest_within_the_budget():
+    stats = lexical.Stats(documents=1000, avg_length=8.0, df={"common": 900, "rare": 3, "mid": 50, "none": 0})
+    assert lexical.selective(["common", "rare", "mid", "none"], stats, budget=100) == ["rare", "mid"]
+    # At least one lexeme, however common.
+    assert lexical.selective(["common"], stats, budget=10) == ["common"]
+    assert stats.idf("rare") > stats.idf("mid") > stats.idf("common") > 0
+
+
+def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
+    from memory.tests.conftest import remember
+
+    remember(access, "Checkout fails with error ERR-4471 when the coupon field is left empty.", scope="agent")
+    rq = RecallQuery(query="ERR-4471 checkout", scopes=("agent",), keys=Keys(narrow=True), top_k=1)
+    [hit] = retrieve(access, rq)
+    assert hit.vector_rank == 1 and hit.keyword_rank == 1
+    assert 0 < hit.signals["lexical"] <= 1
+    assert hit.score == pytest.approx(0.6 * hit.similarity + 0.4 * hit.signals["lexical"], rel=1e-4)
+
+
+# --- specificity ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["march", "may", "last week", "it", "they", "2024", "85 c", "the system", "people", "monday"]
+)
+def test_dates_numbers_pronouns_and_generic_nouns_never_bridge(name):
+    assert never_bridges(name)
+
+
+def test_specific_entities_bridge_and_hubs_do_not():
+    assert not never_bridges("leeds depot") and not never_bridges("cpu temperature")
+    assert bridge_weight("leeds depot", "NOUN_CHUNK", df=2, documents=1000) > bridge_weight(
+        "leeds depot", "NOUN_CHUNK", df=20, documents=1000
+    )
+    assert bridge_weight("service", "NOUN_CHUNK", df=300, documents=1000) == 0
+    assert bridge_weight("acme", "DATE", df=1, documents=1000) == 0
+
+
+# --- personalized PageRank --------------------------------------------------------------
+
+
+def test_pagerank_reaches_two_bridges_away_and_prefers_the_stronger_bridge():
+    # items 0 (seed), 1, 2, 3; entities 4 (0-1), 5 (1-2, weight 2), 6 (1-3, weight 0.5)
+    a = np.zeros((7, 7))
+    for item, entity, w in [(0, 4, 1), (1, 4, 1), (1, 5, 2), (2, 5, 2), (1, 6, 0.5), (3, 6, 0.5)]:
+        a[item, entity] = a[entity, item] = w
+    restart = np.zeros(7)
+    restart[0] = 1
+    scores = graphrank.personalized_pagerank(a, restart)
+    assert scores.sum() == pytest.approx(1.0)
+    assert scores[0] > scores[1] > scores[2] > scores[3] > 0
+
+
+# --- implicit causal scorer -------------------------------------------------------------
+
+
+def test_embedding_scorer_reads_the_effects_cause_side_and_favours_a_change():
+    scorer = EmbeddingCausalScorer()
+    cause_side = np.array([1.0, 0.0, 0.0])
+    effect = Side(
+        "When the temperature rises, the system throttles.", np.array([0.0, 1.0, 0.0]), cause_side, False
+    )
+    rising = Side("The temperature exceeded 85 C.", np.array([0.9, 0.1, 0.0]), None, True)
+    watched = Side("The temperature was watched by a sensor.", np.array([0.9, 0.1, 0.0]), None, False)
+    assert scorer.score(rising, effect) > scorer.score(watched, effect) > 0.5
+
+
+def test_states_change_reads_the_parse():
+    from memory.extraction.nlp import parse
+
+    changed, described = parse(
+        ["A forklift damaged two of the bays.", "The package was insured by the carrier."]
+    )
+    assert states_change(changed) and not states_change(described)
+
+
+# --- the graph-aware core ---------------------------------------------------------------
+
+CHAIN = [
+    ("s1", "A forklift damaged the Leeds depot loading dock on Monday."),
+    ("s2", "With the Leeds depot loading dock closed, trailers queued at the gate for a day."),
+    ("s3", "The trailers queued at the gate delayed the retailer's northern orders."),
+]
+SIMILAR = [
+    ("s4", "The retailer's southern orders are packed in Bristol."),
+    ("s5", "The retailer counts its orders every Monday."),
+    ("s6", "Northern weather rarely delays retailers."),
+]
+
+
+@pytest.fixture
+def depot(access):
+    chain = [fact(access, text, session_id=session) for session, text in CHAIN]
+    for session, text in SIMILAR:
+        fact(access, text, session_id=session)
+    return chain
+
+
+def _rank(access, query, top_k=3, hops=2):
+    scopes = read_scopes(access, None)
+    rq = RecallQuery(query=query, scopes=scopes, keys=Keys(narrow=True), top_k=top_k)
+    view = graph.View(access, visible_q(access, scopes))
+    return graphrank.rank(access, rq, view, hops=hops, limit=top_k)
+
+
+def test_graph_moves_a_bridged_fact_into_the_top_and_says_why(access, depot):
+    query = "Why were the retailer's northern orders delayed?"
+    plain = [
+        h.item.pk
+        for h in retrieve(
+            access, RecallQuery(query=query, scopes=("agent",), keys=Keys(narrow=True), top_k=3)
+        )
+    ]
+    ranked = _rank(access, query, top_k=3)
+    ids = [r.item.pk for r in ranked]
+    middle = depot[1]  # shares no word with the question but "trailers queued at the gate" with its answer
+    assert middle.pk not in plain  # vector + BM25 alone rank similar distractors above it
+    assert middle.pk in ids  # the graph brings it into the top 3, pushing a similar fact out
+    found = next(r for r in ranked if r.item.pk == middle.pk)
+    assert found.graph > 0.3 and found.relevance < min(r.relevance for r in ranked if r.item.pk != middle.pk)
+    assert set(found.why()) >= {"score", "relevance", "similarity", "lexical", "graph", "bridges", "links"}
+
+
+def test_the_core_reads_only_what_the_caller_may_see(access, depot, world):
+    from django.utils import timezone
+
+    MemoryItem.objects.filter(pk=depot[0].pk).update(invalid_at=timezone.now())  # retired
+    ranked = _rank(access, "Why were the retailer's northern orders delayed?", top_k=6)
+    assert depot[0].pk not in {r.item.pk for r in ranked}
+
+
+# --- answers stay on the question ---------------------------------------------------------
+
+
+def test_answer_states_the_chain_of_the_question_not_another(access, depot, world, as_agent):
+    for session, text in [
+        ("p1", "The payroll server ran out of disk space."),
+        ("p2", "The full disk on the payroll server stopped the salary batch."),
+        ("p3", "The stopped salary batch delayed the staff payments."),
+    ]:
+        fact(access, text, session_id=session)
+    body = (
+        as_agent(world.agent)
+        .post(
+            f"/v1/memory/agents/{world.agent.pk}/answer",
+            {"query": "Why were the retailer's northern orders delayed?"},
+            format="json",
+        )
+        .json()
+    )
+    answer = body["answer"]
+    assert answer["detail"]["form"] == "why"
+    assert answer["detail"]["root_item_id"] in {str(f.pk) for f in depot}
+    assert "payroll" not in answer["text"].lower()
+    assert {h["item_id"] for h in body["chain"]} <= {str(f.pk) for f in depot}
+
+
+def test_why_without_a_supported_chain_says_so_and_cites_what_it_used(access, world, as_agent):
+    only = fact(access, "The retailer's northern orders were late in March.", session_id="x")
+    body = (
+        as_agent(world.agent)
+        .post(
+            f"/v1/memory/agents/{world.agent.pk}/answer",
+            {"query": "Why were the retailer's northern orders late?"},
+            format="json",
+        )
+        .json()
+    )
+    assert body["chain"] == []
+    assert body["answer"]["text"].startswith("No causal chain in memory explains this.")
+    assert body["answer"]["citations"] == [str(only.pk)]
