@@ -54,7 +54,14 @@ class AnswerResult:
 def _fact(
     id_: str, content: str, kind: str, score: float | None, path: list[Any], why: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    fact = {"id": id_, "content": content, "kind": kind, "score": score, "path": path, "trust": "untrusted"}
+    fact: dict[str, Any] = {
+        "id": id_,
+        "content": content,
+        "kind": kind,
+        "score": score,
+        "path": path,
+        "trust": "untrusted",
+    }
     if why is not None:
         fact["why"] = why
     return fact

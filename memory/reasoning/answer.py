@@ -117,7 +117,7 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     from memory.extraction.nlp import parse
     from memory.models import MemoryItem
     from memory.reasoning.implicit import Side, get_scorer, states_change
-    from memory.retrieval.graphrank import _entity_weights, _mentions, _synonyms
+    from memory.retrieval.graphrank import entity_weights, item_mentions, entity_synonyms
     from memory.retrieval.lexical import tenant_stats
 
     ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
@@ -149,15 +149,15 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
             if best is None or best[0] < 1.0 + score:
                 causes[b.item_id][a.item_id] = (1.0 + score, hop)
     # Implicit: facts joined by a specific entity (or a synonym span) that read as cause -> effect.
-    mentions = _mentions(tenant_id, ids)
-    weights = _entity_weights(
+    mentions = item_mentions(tenant_id, ids)
+    weights = entity_weights(
         tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents
     )
     entity_items: dict[int, set[Any]] = {}
     for item_id, entity_id in mentions:
         if entity_id in weights:
             entity_items.setdefault(entity_id, set()).add(item_id)
-    for a, b, _sim in _synonyms(sorted(entity_items)):
+    for a, b, _sim in entity_synonyms(sorted(entity_items)):
         joined = entity_items[a] | entity_items[b]
         entity_items[a] = entity_items[b] = joined
     joined_pairs = {(x, y) for group in entity_items.values() for x in group for y in group if x != y}

@@ -77,29 +77,29 @@ class View:
         # limit, so a hub edge costs no more than any other.
         inner = (
             SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
-            .filter(**{f"{near}_id": _SENTINEL})
+            .filter(**{f"{near}_id": SENTINEL})
             .exclude(**{f"{far}_id__in": sorted(exclude)})
             .order_by("-score", f"{far}_id")
             .values_list(
                 "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
             )[:per_edge]
         )
-        rows = _lateral(inner, edge_ids)
+        rows = lateral_walk(inner, edge_ids)
         out = [(src, Edge(*edge), score) for src, score, *edge in rows]
         out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
         return out
 
 
 # Stands for the frontier row in a per-row query (never an id).
-_SENTINEL = -7_000_000_000_001
+SENTINEL = -7_000_000_000_001
 
 
-def _lateral(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
-    """Run ``inner`` (an ORM queryset filtered on ``_SENTINEL``) once per id of
+def lateral_walk(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``inner`` (an ORM queryset filtered on ``SENTINEL``) once per id of
     ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
     sql, params = inner.query.sql_with_params()
     params = list(params)
-    at = params.index(_SENTINEL)
+    at = params.index(SENTINEL)
     parts = sql.split("%s")
     sql = "%s".join(parts[: at + 1]) + "frontier.id" + "%s".join(parts[at + 1 :])
     del params[at]
@@ -412,12 +412,12 @@ def _entity_step(
         # No tenant condition on the mention itself: the entity ids are the tenant's
         # and the item's visibility includes the tenant; without it the planner reads
         # the (entity, item) index in order and stops at the limit.
-        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=_SENTINEL)
+        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=SENTINEL)
         .exclude(item_id__in=frontier)
         .order_by("item_id")
         .values_list("item_id", "entity__name")[:BRIDGES_PER_ENTITY]
     )
-    rows = _lateral(inner, sorted(sources))
+    rows = lateral_walk(inner, sorted(sources))
     nxt: list[Any] = []
     for entity_id, item_id, name in sorted(rows, key=lambda r: (r[0], str(r[1]))):
         if item_id in found or room <= 0:

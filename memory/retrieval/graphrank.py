@@ -101,7 +101,7 @@ def relevance(similarity: float | None, lexical: float | None) -> float:
     return DENSE_WEIGHT * (similarity or 0.0) + (1 - DENSE_WEIGHT) * (lexical or 0.0)
 
 
-def _entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dict[int, tuple[str, float]]:
+def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dict[int, tuple[str, float]]:
     """entity id -> (name, bridge weight) for the entities that may bridge."""
     if not entity_ids:
         return {}
@@ -122,7 +122,7 @@ def _entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> di
     return out
 
 
-def _mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
+def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
     return list(
         Mention.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
         .order_by("item_id", "entity_id")
@@ -133,16 +133,16 @@ def _mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
 
 def _entity_neighbours(view: Any, entity_ids: list[int], exclude: set[Any]) -> list[tuple[int, Any]]:
     """(entity, visible item) for up to BRIDGES_PER_ENTITY items per entity."""
-    from memory.reasoning.graph import _SENTINEL, _lateral, prefixed
+    from memory.reasoning.graph import SENTINEL, lateral_walk, prefixed
 
     if not entity_ids:
         return []
     inner = (
-        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=_SENTINEL)
+        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=SENTINEL)
         .order_by("item_id")
         .values_list("item_id")[: BRIDGES_PER_ENTITY + 1]
     )
-    return [(e, item) for e, item in _lateral(inner, sorted(entity_ids)) if item not in exclude]
+    return [(e, item) for e, item in lateral_walk(inner, sorted(entity_ids)) if item not in exclude]
 
 
 def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, Any, str, str, float]]:
@@ -209,7 +209,7 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
     return out
 
 
-def _synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
+def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     """Pairs of distinct entities whose names' embeddings are near enough to be one thing."""
     threshold = settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD
     if len(entity_ids) < 2 or threshold >= 1:
@@ -272,9 +272,9 @@ def rank(
                 "link": {"from": span_a, "to": span_b},
             }
             reached(b, a, "causal", hop, step)
-        mentions = _mentions(tenant_id, frontier)
+        mentions = item_mentions(tenant_id, frontier)
         new_entities = sorted({e for _, e in mentions} - set(weights))
-        weights.update(_entity_weights(tenant_id, new_entities, documents))
+        weights.update(entity_weights(tenant_id, new_entities, documents))
         source: dict[int, Any] = {}
         for item_id, entity_id in mentions:
             if entity_id in weights:
@@ -308,8 +308,8 @@ def rank(
     }
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
-    all_mentions = _mentions(tenant_id, ids)
-    weights.update(_entity_weights(tenant_id, sorted({e for _, e in all_mentions} - set(weights)), documents))
+    all_mentions = item_mentions(tenant_id, ids)
+    weights.update(entity_weights(tenant_id, sorted({e for _, e in all_mentions} - set(weights)), documents))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
         index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
@@ -330,7 +330,7 @@ def rank(
             w = weights[entity_id][1]
             adjacency[index[item_id], index[entity_id]] += w
             adjacency[index[entity_id], index[item_id]] += w
-    for a, b, sim_ab in _synonyms(entity_ids):
+    for a, b, sim_ab in entity_synonyms(entity_ids):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
     for a, b, score in causal:
