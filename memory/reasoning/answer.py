@@ -117,7 +117,7 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     from memory.extraction.nlp import parse
     from memory.models import MemoryItem
     from memory.reasoning.implicit import Side, get_scorer, states_change
-    from memory.retrieval.graphrank import entity_weights, item_mentions, entity_synonyms
+    from memory.retrieval.graphrank import entity_synonyms, entity_weights, item_mentions
     from memory.retrieval.lexical import tenant_stats
 
     ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
