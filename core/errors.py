@@ -93,7 +93,7 @@ class ErrorCode(StrEnum):
     TWO_PERSON_RULE = "two_person_rule"
     INVALID_CURSOR = "invalid_cursor"
     PAYLOAD_TOO_LARGE = "payload_too_large"
-    URI_TOO_LONG = "uri_too_long"  # answered by fedmem_site.serve, before Django
+    URI_TOO_LONG = "uri_too_long"  # fedmem_site.serve before Django, core.middleware in it
     HEADERS_TOO_LARGE = "headers_too_large"  # likewise
 
 

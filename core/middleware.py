@@ -1,4 +1,5 @@
-"""Request hygiene every route shares: NUL characters refused, a Content-Security-Policy set."""
+"""Request hygiene every route shares: NUL characters and over-long URLs refused, a
+Content-Security-Policy set."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from django.template.loader import render_to_string
 from core.errors import ErrorCode, error_body
 
 NUL_MESSAGE = "The URL contains a NUL character."
+TOO_LONG_MESSAGE = "The request line is too long."
+# The request line daphne (fedmem_site.serve) accepts; uvicorn, which the
+# multi-process default runs, accepts any length, so the same bound is kept here.
+MAX_URL_BYTES = 16 * 1024
 
 
 class RejectNulMiddleware:
@@ -27,6 +32,8 @@ class RejectNulMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         raw_query = request.META.get("QUERY_STRING", "")
+        if len(request.path) + len(raw_query) > MAX_URL_BYTES:
+            return JsonResponse(error_body(ErrorCode.URI_TOO_LONG, TOO_LONG_MESSAGE), status=414)
         if "\x00" in request.path or b"\x00" in unquote_to_bytes(raw_query.replace("+", " ")):
             if request.path.startswith("/v1/") or request.path == "/v1":
                 return JsonResponse(error_body(ErrorCode.BAD_REQUEST, NUL_MESSAGE), status=400)

@@ -190,6 +190,13 @@ def _raw_request(port: int, request: bytes) -> bytes:
     return b"".join(chunks)
 
 
+def test_a_60_kb_query_string_is_414_inside_django_too(world, as_agent):
+    """uvicorn (the multi-process default) accepts any request line; the middleware
+    keeps the bound daphne has, so every server answers the same documented 414."""
+    response = as_agent(world.agent).get("/v1/me?q=" + "a" * 60_000)
+    assert_error(response, 414, "uri_too_long")
+
+
 def test_the_server_answers_a_60_kb_query_string_with_414():
     port = _free_port()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "fedmem_site.settings.test"}
