@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from core.errors import NotFound
+from core.errors import EngineNotFound
 from governance.models import Role, Tenant
 from governance.permissions import has_role, is_agent
 from providers.models import EngineInstance, TenantEngineCredential
@@ -26,7 +26,7 @@ def engines_for(principal: Any, tenant: Tenant | None) -> QuerySet[EngineInstanc
 def access_engine(principal: Any, tenant: Tenant | None, engine_id: str) -> EngineInstance:
     engine = engines_for(principal, tenant).filter(pk=str(engine_id)[:63]).first()
     if engine is None:
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     return engine
 
 
@@ -34,7 +34,7 @@ def engine_for_tenant(tenant: Tenant, engine_id: str) -> EngineInstance:
     """An engine the tenant may use (never another tenant's dedicated one)."""
     engine = EngineInstance.objects.visible_to_tenant(tenant).filter(pk=str(engine_id)[:63]).first()
     if engine is None:
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     return engine
 
 
