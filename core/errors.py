@@ -156,9 +156,18 @@ class BadGateway(ApiError):
     message = "An upstream service could not serve the request."
 
 
-def field_error(name: str, message: str, code: ErrorCode | str = ErrorCode.VALIDATION_ERROR) -> InvalidInput:
-    """The 400 for one bad field, shaped like DRF's validation errors."""
-    return InvalidInput(f"Invalid input: {name}.", details={"fields": {name: [message]}}, code=code)
+def field_error(
+    name: str,
+    message: str,
+    code: ErrorCode | str = ErrorCode.VALIDATION_ERROR,
+    *,
+    as_message: bool = False,
+) -> InvalidInput:
+    """The 400 for one bad field, shaped like DRF's validation errors. The body's
+    message is ``Invalid input: <name>.``, or with ``as_message`` the field's own
+    sentence (the documented answer of the engine endpoints)."""
+    summary = message if as_message else f"Invalid input: {name}."
+    return InvalidInput(summary, details={"fields": {name: [message]}}, code=code)
 
 
 # --- one class per code (raise these, never a bare code string) -------------------------

@@ -1,17 +1,23 @@
+import logging
 import threading
 
 from django.apps import AppConfig
 
+logger = logging.getLogger(__name__)
 _warmup_started = threading.Event()
 
 
-def start_warmup() -> None:
-    """Import provider SDKs in the background, once per serving process.
+def start_warmup(*, models: bool = False) -> None:
+    """Import provider SDKs in the background, once per serving process; with
+    ``models``, also load the embedding model (and reranker) recall uses.
 
     Called by the ASGI/WSGI entry points and the Celery worker, never at app
     loading: a management command or a test run must not import seconds of SDKs,
     and a daemon thread still inside a C-extension import when the interpreter
     exits aborts the process. The thread is not a daemon, so exit waits for it.
+    Web processes load the models too: a recall waits for a load in progress
+    rather than starting its own. Celery children do not (each would hold its own
+    copy of torch whether or not it ever embeds).
     """
     from django.conf import settings
 
@@ -20,8 +26,18 @@ def start_warmup() -> None:
     _warmup_started.set()
     from providers.adapters.registry import warm
 
-    # Off the request path: the first recall must not pay for SDK imports.
-    threading.Thread(target=warm, name="fedmem-provider-warmup", daemon=False).start()
+    def run() -> None:
+        warm()
+        if models:
+            from providers.builtin import warm_models
+
+            try:
+                warm_models()
+            except Exception:  # a broken model is reported by the first recall that needs it
+                logger.exception("loading the recall models at start-up failed")
+
+    # Off the request path: the first recall must not pay for SDK imports or a model load.
+    threading.Thread(target=run, name="fedmem-provider-warmup", daemon=False).start()
 
 
 class ProvidersConfig(AppConfig):

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from governance.models import Agent
+from memory.embeddings import get_embedder
 from memory.enforcement import Keys, read_scopes, system_access
 from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.rerank import get_reranker
 from providers.adapters.base import Hit, OperationContext
 
 BUILTIN_ENGINE_ID = "builtin"
@@ -27,6 +29,9 @@ class BuiltinSource:
     ctx: OperationContext
     engine_id: str = BUILTIN_ENGINE_ID
     provider_id: str = BUILTIN_ENGINE_ID
+
+    def prepare(self) -> None:
+        warm_models()
 
     def recall(self, query: str, top_k: int, deadline: float) -> list[Hit]:
         access = system_access(self.agent)
@@ -54,6 +59,13 @@ class BuiltinSource:
             )
             for rank, hit in enumerate(retrieve(access, rq), start=1)
         ]
+
+
+def warm_models() -> None:
+    """Load the models a recall uses (once per process; afterwards a no-op). Under
+    load a cold load takes tens of seconds, far past a federated recall's budget."""
+    get_embedder()
+    get_reranker()
 
 
 def builtin_source(agent: Any, ctx: OperationContext) -> BuiltinSource:

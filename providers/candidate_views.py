@@ -16,7 +16,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from core.errors import ApiError, NotFound
+from core.errors import AgentNotFound, ApiError
 from core.htmx import render_page
 from governance import authz
 from governance.authz import Capability
@@ -170,7 +170,7 @@ def candidate_import_view(request: HttpRequest) -> HttpResponse:
         try:
             agent = access_agent(request.user, data["agent"], AgentPermission.EDITOR)
             if agent.tenant_id != tenant.pk:
-                raise NotFound("Agent not found.", code="agent_not_found")
+                raise AgentNotFound("Agent not found.")
             job = candidates_import_start(
                 tenant=tenant,
                 agent=agent,

@@ -17,7 +17,12 @@
 
 A source is anything with ``engine_id``, ``provider_id`` and
 ``recall(query, top_k, deadline) -> list[Hit]``; the builtin engine plugs in
-with :func:`register_builtin_source`.
+with :func:`register_builtin_source`. A source may also have ``prepare()``: a
+one-off, process-local step (loading the embedding model, importing an SDK) that
+runs before the deadline starts. The deadline bounds how long a source takes to
+answer, not how long this process takes to start: on a busy machine a cold model
+load takes longer than the default 3 s budget, and the first recall of every new
+web worker would otherwise report fedmem's own memory as timed out.
 """
 
 from __future__ import annotations
@@ -92,6 +97,9 @@ class AdapterSource:
     def provider_id(self) -> str:
         return self.adapter.provider
 
+    def prepare(self) -> None:
+        type(self.adapter).warm()
+
     def recall(self, query: str, top_k: int, deadline: float) -> list[Hit]:
         ctx = replace(
             self.ctx,
@@ -152,40 +160,58 @@ class SourceOutcome:
     hits: list[Hit] = field(default_factory=list)
 
 
+def _failed(source: RecallSource, exc: Exception, latency_ms: int) -> SourceOutcome:
+    """The report of a source that raised; every failure is a status, never an exception."""
+
+    def report(status: str, error: dict[str, Any]) -> SourceOutcome:
+        return SourceOutcome(SourceReport(source.engine_id, source.provider_id, status, latency_ms, 0, error))
+
+    if isinstance(exc, SourceFailure):
+        return report(exc.status, _error(exc.reason, exc.message, exc.retryable))
+    if isinstance(exc, EngineTimeout):
+        return report(SOURCE_TIMED_OUT, _error(exc.reason, exc.message, True))
+    if isinstance(exc, EngineUnavailable):
+        return report(SOURCE_UNAVAILABLE, _error(exc.reason, exc.message, exc.retryable))
+    if isinstance(exc, AdapterError):
+        return report(SOURCE_ERROR, _error(exc.reason, exc.message, exc.retryable))
+    # A source bug must not take the other sources down.
+    return report(SOURCE_ERROR, _error("source_error", exc.__class__.__name__, False))
+
+
 def _run_source(source: RecallSource, query: str, top_k: int, deadline: float) -> SourceOutcome:
     """Runs in a worker thread; never raises."""
     started = time.perf_counter()
-
-    def report(status: str, *, count: int = 0, error: dict[str, Any] | None = None) -> SourceReport:
-        return SourceReport(
-            source.engine_id,
-            source.provider_id,
-            status,
-            int((time.perf_counter() - started) * 1000),
-            count,
-            error,
-        )
-
     try:
         hits = source.recall(query, top_k, deadline)[:top_k]
-    except SourceFailure as exc:
-        return SourceOutcome(report(exc.status, error=_error(exc.reason, exc.message, exc.retryable)))
-    except EngineTimeout as exc:
-        return SourceOutcome(report(SOURCE_TIMED_OUT, error=_error(exc.reason, exc.message, True)))
-    except EngineUnavailable as exc:
-        return SourceOutcome(report(SOURCE_UNAVAILABLE, error=_error(exc.reason, exc.message, exc.retryable)))
-    except AdapterError as exc:
-        return SourceOutcome(report(SOURCE_ERROR, error=_error(exc.reason, exc.message, exc.retryable)))
-    except Exception as exc:  # a source bug must not take the other sources down
-        return SourceOutcome(
-            report(SOURCE_ERROR, error=_error("source_error", exc.__class__.__name__, False))
-        )
+    except Exception as exc:
+        return _failed(source, exc, int((time.perf_counter() - started) * 1000))
     finally:
         _close_thread_connections()
     for position, hit in enumerate(hits, start=1):
         if hit.rank < 1:
             hit.rank = position
-    return SourceOutcome(report(SOURCE_OK, count=len(hits)), hits)
+    return SourceOutcome(
+        SourceReport(
+            source.engine_id,
+            source.provider_id,
+            SOURCE_OK,
+            int((time.perf_counter() - started) * 1000),
+            len(hits),
+        ),
+        hits,
+    )
+
+
+def _prepare(source: RecallSource) -> SourceOutcome | None:
+    """Run a source's one-off preparation outside the deadline; its failure is its outcome."""
+    prepare = getattr(source, "prepare", None)
+    if prepare is None:
+        return None
+    try:
+        prepare()
+    except Exception as exc:
+        return _failed(source, exc, 0)
+    return None
 
 
 def _close_thread_connections() -> None:
@@ -237,19 +263,26 @@ def fan_out(
     """Ask every source concurrently; whatever has not answered at the deadline is timed out."""
     if not sources:
         return []
+    # Once per process each preparation takes time (a model load, an SDK import);
+    # afterwards it returns at once. It never touches the network.
+    prepared = [_prepare(source) for source in sources]
     deadline = time.monotonic() + timeout_ms / 1000
     executor = _executor()
-    futures: list[Future[SourceOutcome]] = [
-        executor.submit(_run_source, source, query, top_k, deadline) for source in sources
+    futures: list[Future[SourceOutcome] | None] = [
+        None if failed is not None else executor.submit(_run_source, source, query, top_k, deadline)
+        for source, failed in zip(sources, prepared, strict=True)
     ]
+    running = [future for future in futures if future is not None]
     # _run_source never raises, so FIRST_EXCEPTION simply means "all done or deadline".
-    wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
-    for future in futures:
+    wait(running, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
+    for future in running:
         # Never wait for a hung source; a source that has not even started never will.
         future.cancel()
     outcomes: list[SourceOutcome] = []
-    for source, future in zip(sources, futures, strict=True):
-        if future.done() and not future.cancelled():
+    for source, failed, future in zip(sources, prepared, futures, strict=True):
+        if failed is not None:
+            outcomes.append(failed)
+        elif future is not None and future.done() and not future.cancelled():
             outcomes.append(future.result())
         else:
             outcomes.append(
@@ -404,14 +437,28 @@ def _subject_value(group: Group) -> tuple[str, str] | None:
     # contradiction, whether or not the provider names its subject.
     if any(hit.metadata.get("invalid_at") or hit.metadata.get("expired_at") for hit in group.matches):
         return None
+    textual = _textual_subject_value(group.norm)
     for hit in group.matches:
         subject, predicate = hit.metadata.get("subject"), hit.metadata.get("predicate")
         if subject and predicate:
-            return f"{normalize_text(str(subject))} {normalize_text(str(predicate))}", group.norm
-    match = _ATTRIBUTE.match(group.norm)
+            # A relation name (Zep's and Graphiti's LIVES_IN) reads as the words a
+            # text memory uses, so a provider's edge and another's sentence about the
+            # same subject meet under one key and compare by value.
+            key = f"{normalize_text(str(subject))} {normalize_text(str(predicate).replace('_', ' '))}"
+            obj = hit.metadata.get("object")
+            if obj:
+                return key, normalize_text(str(obj))
+            if textual and textual[0] == key:
+                return textual
+            return key, group.norm
+    return textual
+
+
+def _textual_subject_value(norm: str) -> tuple[str, str] | None:
+    match = _ATTRIBUTE.match(norm)
     if match:
         return f"{match['owner']}'s {match['attribute']}", match["value"]
-    match = _SINGLE_VALUED.match(group.norm)
+    match = _SINGLE_VALUED.match(norm)
     if match:
         return f"{match['subject']} {match['predicate']}", match["value"]
     return None

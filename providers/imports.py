@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from core.errors import InvalidInput, NotFound
+from core.errors import EngineNotFound, InvalidInput
 from core.tasks import enqueue_on_commit
 from governance.models import Agent, Job, Tenant
 from governance.services.audit import audit_record, subject_hash
@@ -34,7 +34,7 @@ def candidates_import_start(
 ) -> Job:
     """Queue an import; the job's result says how many were imported, fenced, refused."""
     if not EngineInstance.objects.visible_to_tenant(tenant).filter(pk=engine_id).exists():
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     if not subject:
         raise InvalidInput("Invalid input: subject.", details={"fields": {"subject": ["required"]}})
     job = Job.objects.create(

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from core.errors import NotFound
+from core.errors import EngineNotFound
 from governance import authz
 from governance.authz import Capability
 from governance.models import Tenant
@@ -47,7 +47,7 @@ register_gate(EngineInstance._meta.label, restrict_engines)
 def access_engine(principal: Any, tenant: Tenant | None, engine_id: str) -> EngineInstance:
     engine = engines_for(principal, tenant).filter(pk=str(engine_id)[:63]).first()
     if engine is None:
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     return engine
 
 
@@ -55,7 +55,7 @@ def engine_for_tenant(tenant: Tenant, engine_id: str) -> EngineInstance:
     """An engine the tenant may use (never another tenant's dedicated one)."""
     engine = EngineInstance.objects.visible_to_tenant(tenant).filter(pk=str(engine_id)[:63]).first()
     if engine is None:
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     return engine
 
 

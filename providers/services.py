@@ -17,7 +17,19 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from core.errors import BadGateway, Conflict, InvalidInput, NotFound, Unprocessable
+from core.errors import (
+    BadGateway,
+    EngineCredentialNotFound,
+    EngineExists,
+    EngineNotFound,
+    MemoryCapabilityUnsupported,
+    MemoryEngineCredentialMissing,
+    MemoryEngineNoCredential,
+    MemoryEngineUnavailable,
+    MemoryIsolationInsufficient,
+    MemoryNoEngines,
+    field_error,
+)
 from governance.models import Agent, Tenant, User
 from governance.services.audit import audit_record
 from providers import federation
@@ -68,25 +80,22 @@ def _audit(event: str, *, actor: Any, tenant: Tenant | None, engine: str, **data
     )
 
 
-def _field_error(field: str, message: str, code: str = "validation_error") -> InvalidInput:
-    return InvalidInput(message, details={"fields": {field: [message]}}, code=code)
-
-
 # --- declaring engines -----------------------------------------------------------------
 
 
 def _check_base_url(base_url: str, *, allow_development_hosts: bool) -> None:
     parts = urlsplit(base_url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise _field_error("base_url", "The engine URL must be http(s)://host[:port][/path].")
+        raise field_error("base_url", "The engine URL must be http(s)://host[:port][/path].", as_message=True)
     if parts.username or parts.password:
-        raise _field_error("base_url", "Put credentials in credential_ref, never in the URL.")
+        raise field_error("base_url", "Put credentials in credential_ref, never in the URL.", as_message=True)
     if parts.query or parts.fragment:
-        raise _field_error("base_url", "The engine URL takes no query or fragment.")
+        raise field_error("base_url", "The engine URL takes no query or fragment.", as_message=True)
     if parts.scheme == "http" and not (settings.FEDMEM_ENGINES_ALLOW_HTTP or settings.DEBUG):
-        raise _field_error(
+        raise field_error(
             "base_url",
             "Plain http:// engines are refused; set FEDMEM_ENGINES_ALLOW_HTTP to allow them.",
+            as_message=True,
         )
     try:
         literal = ipaddress.ip_address(parts.hostname)
@@ -94,9 +103,10 @@ def _check_base_url(base_url: str, *, allow_development_hosts: bool) -> None:
         return  # a name: resolved and checked on every call
     refusal = address_refusal(literal)
     if refusal and not allow_development_hosts:
-        raise _field_error(
+        raise field_error(
             "base_url",
             f"The engine address is {refusal}; mark the instance for development to allow it.",
+            as_message=True,
         )
 
 
@@ -116,29 +126,41 @@ def engine_create(
     allow_development_hosts: bool = False,
 ) -> EngineInstance:
     if engine_id == BUILTIN_ENGINE_ID:
-        raise _field_error("id", "'builtin' is the name of fedmem's own engine.")
+        raise field_error("id", "'builtin' is the name of fedmem's own engine.", as_message=True)
     if provider not in provider_kinds():
-        raise _field_error("provider", f"Unknown provider; one of: {', '.join(provider_kinds())}.")
+        raise field_error(
+            "provider",
+            f"Unknown provider; one of: {', '.join(provider_kinds())}.",
+            as_message=True,
+        )
     _check_base_url(base_url, allow_development_hosts=allow_development_hosts)
     if not tls_verify and not allow_development_hosts:
-        raise _field_error(
-            "tls_verify", "TLS verification can only be turned off for a development instance."
+        raise field_error(
+            "tls_verify",
+            "TLS verification can only be turned off for a development instance.",
+            as_message=True,
         )
     if access_control == AccessControl.NONE and credential_ref:
-        raise _field_error("credential_ref", "An engine without access control takes no credential.")
+        raise field_error(
+            "credential_ref",
+            "An engine without access control takes no credential.",
+            as_message=True,
+        )
     if access_control == AccessControl.PLATFORM_KEY and not credential_ref:
-        raise _field_error(
-            "credential_ref", "A platform_key engine needs the platform's credential reference."
+        raise field_error(
+            "credential_ref",
+            "A platform_key engine needs the platform's credential reference.",
+            as_message=True,
         )
     if credential_ref:
         try:
             validate_ref(credential_ref, tenant_slug=None)
         except CredentialError as exc:
-            raise _field_error("credential_ref", str(exc), code=exc.code) from None
+            raise field_error("credential_ref", str(exc), code=exc.code, as_message=True) from None
     try:
         clean_options = adapter_class(provider).validate_options(options)
     except ValueError as exc:
-        raise _field_error("options", str(exc)) from None
+        raise field_error("options", str(exc), as_message=True) from None
     try:
         with transaction.atomic():
             engine = EngineInstance.objects.create(
@@ -155,7 +177,7 @@ def engine_create(
                 created_by=actor,
             )
     except IntegrityError:
-        raise Conflict(f"An engine {engine_id!r} already exists.", code="engine_exists") from None
+        raise EngineExists(f"An engine {engine_id!r} already exists.") from None
     _audit("memory.engine.declare", actor=actor, tenant=tenant, engine=engine.id, provider=provider)
     return engine
 
@@ -172,11 +194,11 @@ def engine_credential_set(
     *, actor: User, engine: EngineInstance, tenant: Tenant, credential_ref: str
 ) -> TenantEngineCredential:
     if engine.access_control == AccessControl.NONE:
-        raise Unprocessable("This engine takes no credential.", code="memory_engine_no_credential")
+        raise MemoryEngineNoCredential("This engine takes no credential.")
     try:
         validate_ref(credential_ref, tenant_slug=tenant.slug)
     except CredentialError as exc:
-        raise _field_error("credential_ref", str(exc), code=exc.code) from None
+        raise field_error("credential_ref", str(exc), code=exc.code, as_message=True) from None
     credential, created = TenantEngineCredential.objects.update_or_create(
         engine=engine,
         tenant=tenant,
@@ -195,7 +217,7 @@ def engine_credential_set(
 def engine_credential_remove(*, actor: User, engine: EngineInstance, tenant: Tenant) -> None:
     deleted, _ = TenantEngineCredential.objects.filter(engine=engine, tenant=tenant).delete()
     if not deleted:
-        raise NotFound("This tenant has no credential on this engine.", code="engine_credential_not_found")
+        raise EngineCredentialNotFound("This tenant has no credential on this engine.")
     _audit("memory.engine.credential.remove", actor=actor, tenant=tenant, engine=engine.id)
 
 
@@ -315,9 +337,8 @@ def operation_context(
 
 
 def engine_unavailable(exc: AdapterError, engine_id: str) -> BadGateway:
-    return BadGateway(
+    return MemoryEngineUnavailable(
         f"The engine {engine_id!r} is unavailable.",
-        code="memory_engine_unavailable",
         details={
             "engine_id": engine_id,
             "reason": exc.reason,
@@ -345,16 +366,14 @@ def engine_health(
     try:
         return adapter.perform("get_health", ctx)
     except CapabilityUnsupported as exc:
-        raise Unprocessable(
+        raise MemoryCapabilityUnsupported(
             exc.message,
-            code="memory_capability_unsupported",
             details={"engine_id": engine.id, "operation": "get_health"},
         ) from None
     except AdapterError as exc:
         if exc.reason == "credential_missing":
-            raise Unprocessable(
+            raise MemoryEngineCredentialMissing(
                 exc.message,
-                code="memory_engine_credential_missing",
                 details={"engine_id": engine.id},
             ) from None
         raise engine_unavailable(exc, engine.id) from None
@@ -366,11 +385,10 @@ def isolation_satisfies(available: str, required: str) -> bool:
 
 def require_isolation(announcement: dict[str, Any], required: str) -> None:
     if not isolation_satisfies(announcement["isolation"], required):
-        raise Unprocessable(
+        raise MemoryIsolationInsufficient(
             f"Engine {announcement['engine_instance']!r} guarantees "
             f"{announcement['isolation']!r} isolation; "
             f"this agent requires {required!r}.",
-            code="memory_isolation_insufficient",
             details={
                 "engine_id": announcement["engine_instance"],
                 "engine_isolation": announcement["isolation"],
@@ -382,9 +400,8 @@ def require_isolation(announcement: dict[str, Any], required: str) -> None:
 def require_capability(announcement: dict[str, Any], operation: str) -> None:
     capabilities = announcement["capabilities"]
     if operation not in capabilities["memory"] and operation not in capabilities["knowledge"]:
-        raise Unprocessable(
+        raise MemoryCapabilityUnsupported(
             f"Engine {announcement['engine_instance']!r} does not support {operation!r}.",
-            code="memory_capability_unsupported",
             details={"engine_id": announcement["engine_instance"], "operation": operation},
         )
 
@@ -439,7 +456,11 @@ def federated_sources(
     explicit = engine_ids is not None
     wanted = list(dict.fromkeys(engine_ids)) if explicit else None  # type: ignore[arg-type]
     if wanted is not None and len(wanted) > settings.FEDMEM_FEDERATION_MAX_SOURCES:
-        raise _field_error("engines", f"At most {settings.FEDMEM_FEDERATION_MAX_SOURCES} engines per recall.")
+        raise field_error(
+            "engines",
+            f"At most {settings.FEDMEM_FEDERATION_MAX_SOURCES} engines per recall.",
+            as_message=True,
+        )
 
     sources: list[federation.RecallSource] = []
     if wanted is None or BUILTIN_ENGINE_ID in wanted:
@@ -468,7 +489,7 @@ def federated_sources(
         named = [engine_id for engine_id in wanted if engine_id != BUILTIN_ENGINE_ID]
         found = {engine.id: engine for engine in visible.filter(pk__in=named)}
         if set(named) - set(found):
-            raise NotFound("Engine not found.", code="engine_not_found")
+            raise EngineNotFound("Engine not found.")
         engines = [found[engine_id] for engine_id in named]
     # One query for the tenant's own references, whatever the number of engines.
     own_refs = dict(
@@ -539,7 +560,7 @@ def federated_recall(
         resolver=resolver,
     )
     if not sources:
-        raise Unprocessable("No engine this agent may recall from.", code="memory_no_engines")
+        raise MemoryNoEngines("No engine this agent may recall from.")
     return federation.federated_recall(
         sources,
         query=query,

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.errors import NotFound, Unprocessable
+from core.errors import (
+    EngineNotFound,
+    MemoryCapabilityUnsupported,
+    MemoryEngineCredentialMissing,
+)
 from memory.reasoning.synthesis import Answer, Context, cited_ids
 from memory.retrieval.framing import escape_text, frame
 from providers.adapters.base import AdapterError
@@ -65,9 +69,8 @@ class ChatCompletionsSynthesizer:
             text = adapter.complete(ctx, messages=self.messages(context))  # type: ignore[attr-defined]
         except AdapterError as exc:
             if exc.reason == "credential_missing":
-                raise Unprocessable(
+                raise MemoryEngineCredentialMissing(
                     exc.message,
-                    code="memory_engine_credential_missing",
                     details={"engine_id": self.engine.id},
                 ) from None
             raise engine_unavailable(exc, self.engine.id) from None
@@ -83,11 +86,10 @@ class ChatCompletionsSynthesizer:
 def resolve_synthesizer(agent: Any, name: str) -> ChatCompletionsSynthesizer:
     engine = EngineInstance.objects.visible_to_tenant(agent.tenant).filter(pk=name).first()
     if engine is None:
-        raise NotFound("Engine not found.", code="engine_not_found")
+        raise EngineNotFound("Engine not found.")
     if engine.provider != "openai_compatible":
-        raise Unprocessable(
+        raise MemoryCapabilityUnsupported(
             f"Engine {name!r} is a {engine.provider} engine; answers come from openai_compatible engines.",
-            code="memory_capability_unsupported",
             details={"engine_id": name, "operation": "synthesize"},
         )
     return ChatCompletionsSynthesizer(engine, agent)

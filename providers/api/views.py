@@ -12,7 +12,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import BadGateway, Conflict, Forbidden, InvalidInput, NotFound, Unprocessable
+from core.errors import (
+    AgentInactive,
+    AgentNotFound,
+    Forbidden,
+    InvalidInput,
+    MemoryEngineBuiltin,
+    MemoryEngineNoCredential,
+    MemoryEngineUnavailable,
+    NoTenant,
+    NotFound,
+)
 from core.health import check_database
 from governance import authz
 from governance.api.serializers import JobSerializer
@@ -32,7 +42,7 @@ from providers.serializers import FederatedRecallRequestSerializer
 def _tenant(request: Request) -> Tenant:
     tenant = getattr(request, "tenant", None)
     if tenant is None:
-        raise Forbidden("You are not a member of any tenant.", code="no_tenant")
+        raise NoTenant("You are not a member of any tenant.")
     return tenant
 
 
@@ -126,7 +136,7 @@ class EngineDetailView(APIView):
     def delete(self, request: Request, engine_id: str) -> Response:
         tenant = _tenant(request)
         if engine_id == BUILTIN_ENGINE_ID:
-            raise Unprocessable("The builtin engine cannot be removed.", code="memory_engine_builtin")
+            raise MemoryEngineBuiltin("The builtin engine cannot be removed.")
         engine = selectors.access_engine(request.user, tenant, engine_id)
         _require(request, tenant, Capability.ENGINE_DECLARE, "removing engines")
         services.engine_delete(actor=request.user, engine=engine)
@@ -170,9 +180,8 @@ def _builtin_health() -> dict[str, Any]:
         outcome = exc.__class__.__name__
     latency = int((time.perf_counter() - started) * 1000)
     if outcome != "ok":
-        raise BadGateway(
+        raise MemoryEngineUnavailable(
             "The builtin engine's database is unavailable.",
-            code="memory_engine_unavailable",
             details={"engine_id": BUILTIN_ENGINE_ID, "reason": outcome},
         )
     return {"engine_id": BUILTIN_ENGINE_ID, "status": "ok", "latency_ms": latency, "detail": {}}
@@ -184,7 +193,7 @@ class EngineCredentialView(APIView):
     def _engine(self, request: Request, engine_id: str) -> tuple[Tenant, EngineInstance]:
         tenant = _tenant(request)
         if engine_id == BUILTIN_ENGINE_ID:
-            raise Unprocessable("The builtin engine takes no credential.", code="memory_engine_no_credential")
+            raise MemoryEngineNoCredential("The builtin engine takes no credential.")
         # A platform admin sees every instance; a tenant credential only goes on one
         # the tenant can use.
         engine = selectors.engine_for_tenant(tenant, engine_id)
@@ -283,14 +292,12 @@ class CandidateImportView(APIView):
         data = body.validated_data
         agent = access_agent(request.user, data["agent_id"], AgentPermission.VIEWER)
         if agent.tenant_id != tenant.pk:
-            raise NotFound("Agent not found.", code="agent_not_found")
+            raise AgentNotFound("Agent not found.")
         if not agents_for(request.user, AgentPermission.EDITOR).filter(pk=agent.pk).exists():
             raise Forbidden("Importing candidates needs editor on the agent.")
         if not agent.is_active:
             # Candidates are promoted into the agent's memory, which nobody may use any more.
-            raise Conflict(
-                "This agent is deactivated; reactivate it to import into it.", code="agent_inactive"
-            )
+            raise AgentInactive("This agent is deactivated; reactivate it to import into it.")
         try:
             job = candidates_import_start(
                 tenant=tenant,

@@ -4,6 +4,7 @@ ordinal RRF, grouping with every match kept, contradictions flagged, bounded out
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -104,6 +105,43 @@ def test_a_hung_source_is_timed_out_and_the_rest_returned(hang):
     assert result["sources"][1]["status"] == "timed_out"
     assert result["sources"][1]["error"]["reason"] == "timeout"
     assert [g["text"] for g in result["results"]] == ["Alice likes tea"]
+
+
+class PreparingSource(StaticSource):
+    """A source with a one-off preparation (a model load, an SDK import)."""
+
+    def __init__(self, engine_id, records=(), *, prepare_fails=None, **kwargs):
+        super().__init__(engine_id, records, **kwargs)
+        self.prepare_fails = prepare_fails
+        self.prepared_at = None
+        self.deadline = None
+
+    def prepare(self):
+        if self.prepare_fails is not None:
+            raise self.prepare_fails
+        self.prepared_at = time.monotonic()
+
+    def recall(self, query, top_k, deadline):
+        self.deadline = deadline
+        return super().recall(query, top_k, deadline)
+
+
+def test_preparation_runs_before_the_deadline_starts():
+    source = PreparingSource("builtin", [("fact", "Alice likes tea")])
+    result = _run([source, StaticSource("b", [("fact", "Bob likes jazz")])], timeout_ms=2000)
+    assert result["status"] == "ok"
+    # The whole budget is left for the answer, however long the preparation took.
+    assert source.deadline >= source.prepared_at + 2.0
+
+
+def test_a_failing_preparation_is_that_sources_error_and_it_is_not_asked():
+    broken = PreparingSource("builtin", [("fact", "never")], prepare_fails=OSError("no model files"))
+    result = _run([broken, StaticSource("b", [("fact", "Bob likes jazz")])])
+    assert result["status"] == "partial"
+    report = result["sources"][0]
+    assert (report["status"], report["error"]["reason"], report["count"]) == ("error", "source_error", 0)
+    assert broken.calls == 0
+    assert [g["text"] for g in result["results"]] == ["Bob likes jazz"]
 
 
 def test_when_every_source_fails_the_result_says_failed():
@@ -219,6 +257,30 @@ def test_structured_edges_with_one_subject_and_predicate_conflict_unless_retired
     )
     result = _run([StaticSource("a", [alice_acme]), StaticSource("b", [retired])])
     assert all(g["conflict"] is None for g in result["results"])
+
+
+def test_a_providers_edge_and_anothers_sentence_about_one_subject_meet():
+    # Zep names the relation (LIVES_IN, subject, object); Mem0 says it in a sentence.
+    lisbon = (
+        "edge",
+        "Alice lives in Lisbon",
+        None,
+        {"subject": "Alice", "predicate": "LIVES_IN", "object": "Lisbon"},
+    )
+    porto = ("fact", "Alice lives in Porto")
+    result = _run([StaticSource("zep", [lisbon]), StaticSource("mem0", [porto])])
+    assert {g["text"]: g["conflict"]["subject"] for g in result["results"]} == {
+        "Alice lives in Lisbon": "alice lives in",
+        "Alice lives in Porto": "alice lives in",
+    }
+    # The same place said both ways is agreement, with or without the edge's object.
+    for metadata in (
+        {"subject": "Alice", "predicate": "LIVES_IN", "object": "Porto"},
+        {"subject": "Alice", "predicate": "LIVES_IN"},
+    ):
+        edge = ("edge", "Alice lives in Porto", None, metadata)
+        result = _run([StaticSource("zep", [edge]), StaticSource("mem0", [porto])])
+        assert all(g["conflict"] is None for g in result["results"])
 
 
 def test_a_conflict_outside_the_top_k_stays_visible():

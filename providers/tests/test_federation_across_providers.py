@@ -101,7 +101,9 @@ def providers_up(world, monkeypatch):
 def test_a_recall_across_four_providers(world, providers_up, as_agent):
     response = as_agent(world.agent).post(
         f"/v1/memory/agents/{world.agent.pk}/federated/recall",
-        {"query": "where does alice live", "user_id": "alice", "top_k": 10, "timeout_ms": 20000},
+        # The longest budget there is: this test is about fusion, not about how fast
+        # four local servers answer on a busy machine (the deadline has its own tests).
+        {"query": "where does alice live", "user_id": "alice", "top_k": 10, "timeout_ms": 60000},
         format="json",
     )
     assert response.status_code == 200, response.content
