@@ -202,11 +202,16 @@ class RelationSerializer(serializers.Serializer):
     cue = serializers.CharField()
 
 
+# How a discovered fact was reached: a seed of the search, shared rare terms, a causal
+# link, a shared entity, or a neighbouring turn of its session.
+DISCOVERY_KINDS = ["seed", "terms", "causal", "entity", "session"]
+
+
 class DiscoveredSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     content = serializers.CharField()
     session_id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["seed", "terms", "causal", "entity", "session"])
+    kind = serializers.ChoiceField(choices=DISCOVERY_KINDS, help_text="How the fact was reached.")
     hop = serializers.IntegerField()
     seed_id = serializers.UUIDField()
     cross_session = serializers.BooleanField()

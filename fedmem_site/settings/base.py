@@ -273,6 +273,7 @@ SPECTACULAR_SETTINGS = {
         "PolicyEngineEnum": "governance.models.policies.AgentPolicyVersion.Engine",
         "AnswerModeEnum": "memory.knowledge_serializers.ANSWER_MODES",
         "RecallModeEnum": ["hybrid", "graph"],
+        "DiscoveryKindEnum": "memory.graph_serializers.DISCOVERY_KINDS",
     },
 }
 
