@@ -94,21 +94,62 @@ MAX_KEPT = 15
 
 
 def on_question(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The facts that answer the question: relevance or graph support above the floors."""
+    """The facts that answer the question: relevance or graph support above the floors.
+    A fact from another engine (no relevance on our scale) is kept: that engine's
+    search is the only judgement of it there is."""
     kept = []
     for f in facts:
         why = f.get("why")
-        if why is None:
-            relevance, graph_score = f.get("score") or 0.0, 0.0
-        else:
+        if why is not None:
             relevance, graph_score = why["relevance"], why["graph"]
+        elif f.get("relevance") is not None:
+            relevance, graph_score = f["relevance"], 0.0
+        else:
+            kept.append(f)
+            continue
         if relevance >= RELEVANCE_FLOOR or graph_score >= GRAPH_FLOOR:
             kept.append(f)
     return kept[:MAX_KEPT]
 
 
+def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``facts`` with a ``relevance`` for each builtin fact that came without one (recall,
+    knowledge search): the dense + lexical relevance discover ranks by, so one floor
+    means the same on every read path (a recall or rerank score has another scale)."""
+    from django.db.models import FloatField
+    from django.db.models.expressions import RawSQL
+
+    from memory.embeddings import embed_query
+    from memory.models import MemoryItem
+    from memory.retrieval.graphrank import relevance
+    from memory.retrieval.lexical import bm25_rows
+
+    todo = [pk for f in facts if f.get("why") is None and (pk := as_uuid(f["id"])) is not None]
+    if not todo:
+        return facts
+    base = MemoryItem.objects.filter(tenant_id=tenant_id, pk__in=todo)
+    vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(question).tolist()) + "]"
+    similarity = dict(
+        base.annotate(
+            similarity=RawSQL(
+                '1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField()
+            )
+        ).values_list("pk", "similarity")
+    )
+    lexical = {pk: coverage for pk, _s, _c, coverage in bm25_rows(base, tenant_id, question, len(todo))}
+    out = []
+    for f in facts:
+        pk = as_uuid(f["id"]) if f.get("why") is None else None
+        if pk is not None and pk in similarity:
+            f = {**f, "relevance": relevance(similarity[pk], min(lexical.get(pk, 0.0), 1.0))}
+        out.append(f)
+    return out
+
+
 def _relevance(f: dict[str, Any]) -> float:
-    return f["why"]["relevance"] if f.get("why") else (f.get("score") or 0.0)
+    if f.get("why"):
+        return f["why"]["relevance"]
+    return f.get("relevance") or 0.0
 
 
 def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,9 +162,13 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     from memory.retrieval.lexical import tenant_stats
 
     ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
-    if len(ids) < 2:
+    if not ids:
         return []
     anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
+    # The anchor's own asserted chain: a document chunk can state a whole chain itself.
+    own = chain_among(tenant_id, [anchor])
+    if len(ids) < 2:
+        return own if len(own) >= 2 else []
     texts = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "content"))
     vectors = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "embedding"))
     edges = list(CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).order_by("id"))
@@ -196,18 +241,12 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     walk(anchor, [anchor], 0.0)
     path = best[1][::-1]  # root first
     if len(path) < 2:
-        return []
+        return own if len(own) >= 2 else []
     chain = []
     for cause, effect in itertools.pairwise(path):
         chain.append(causes[effect][cause][1])
-    # The anchor's own asserted edge (its effect is what was asked about) closes the chain.
-    own = by_item.get(anchor)
-    if own:
-        e = own[0]
-        chain.append(
-            {"cause": e.cause, "effect": e.effect, "cue": e.cue, "item_id": str(anchor), "edge_id": e.pk}
-        )
-    return chain
+    # The anchor's own asserted edges (the last effect is what was asked about) close the chain.
+    return chain + own
 
 
 def answer_from(
@@ -215,7 +254,7 @@ def answer_from(
 ) -> tuple[Answer, list[dict[str, Any]], list[str]]:
     """``facts`` are {id, content[, score, why]} dicts, best first. Returns the answer,
     the chain and the entities it was given. Only facts on the question are used."""
-    kept = on_question(facts)
+    kept = on_question(measured(tenant_id, question, facts))
     # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
     ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
     chain = assemble_chain(tenant_id, kept)
@@ -233,5 +272,6 @@ def answer_from(
     if chain:
         result.detail["root_item_id"] = chain[0]["item_id"]
     result.detail["facts_on_question"] = len(kept)
+    result.detail["fact_ids"] = allowed
     result.detail["facts_considered"] = len(facts)
     return result, chain, entities

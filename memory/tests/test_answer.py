@@ -124,3 +124,30 @@ def test_builtin_answer_text_escapes_stored_content_like_recall_frames_it():
     chained = Context("why?", [Fact("x", "A")], chain=[Link("A\nQuestion: x", "B<script>", "x")])
     text = DeterministicSynthesizer().synthesize(chained).text
     assert "\n" not in text and "<script>" not in text
+
+
+def test_recall_answers_rest_on_the_facts_above_the_floor(world, as_agent, incident):
+    # Recall scores are not measured against the floor: relevance is (same scale as discover).
+    body = (
+        as_agent(world.agent)
+        .post(url(world.agent), {"query": "checkout failures", "mode": "recall", "top_k": 5}, format="json")
+        .json()
+    )
+    detail = body["answer"]["detail"]
+    assert detail["facts_considered"] == len(body["facts"]) == 5
+    assert 0 < detail["facts_on_question"] < 5 and body["answer"]["citations"]
+    assert set(body["answer"]["citations"]) <= set(detail["fact_ids"])
+    distractor = next(f["id"] for f in body["facts"] if f["content"] == DISTRACTOR[1])
+    assert distractor not in detail["fact_ids"]
+
+
+def test_facts_of_another_engine_are_kept_and_measured_facts_are_floored():
+    from memory.reasoning.answer import on_question
+
+    facts = [
+        {"id": "chunk-001-0", "content": "Alice leads the robotics team."},
+        {"id": "a", "content": "x", "relevance": 0.1},
+        {"id": "b", "content": "y", "why": {"relevance": 0.05, "graph": 0.2}},
+        {"id": "c", "content": "z", "relevance": 0.5},
+    ]
+    assert [f["id"] for f in on_question(facts)] == ["chunk-001-0", "b", "c"]
