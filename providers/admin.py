@@ -7,8 +7,8 @@ are audited too (which fields changed, never their values).
 
 from django.contrib import admin
 
-from governance.admin_base import AuditedModelAdmin
-from providers.models import EngineInstance, TenantEngineCredential
+from governance.admin_base import AuditedModelAdmin, ContentHiddenAdmin
+from providers.models import EngineInstance, ProviderWrite, TenantEngineCredential
 
 
 class TenantEngineCredentialInline(admin.TabularInline):
@@ -32,3 +32,13 @@ class TenantEngineCredentialAdmin(admin.ModelAdmin):
     list_display = ["engine", "tenant", "credential_ref", "set_by", "updated_at"]
     list_filter = ["engine"]
     readonly_fields = ["set_by", "updated_at"]
+
+
+@admin.register(ProviderWrite)
+class ProviderWriteAdmin(ContentHiddenAdmin):
+    """Queued provider writes as the reconcile task follows them. Read-only, and the
+    scope and ids (which name the subject) never shown."""
+
+    list_display = ["operation", "engine", "status", "attempts", "created_at", "settled_at"]
+    list_filter = ["status", "operation"]
+    hidden_fields = ("scope", "external_ids", "handle", "detail")

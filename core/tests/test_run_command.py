@@ -91,7 +91,7 @@ def test_the_web_server_runs_one_process_per_core_by_default():
     command = web_command("python", options)
     assert command[:3] == ["python", "-m", "uvicorn"]
     assert command[command.index("--workers") + 1] == "2"
-    # One process: daphne, as before.
-    assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "daphne"]
+    # One process: daphne (fedmem_site.serve, which answers over-long request lines), as before.
+    assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "fedmem_site.serve"]
     assert 1 <= default_web_workers() <= 4
     assert web_env()["FEDMEM_DB_POOL_SIZE"]  # each web process serves from a bounded pool
