@@ -37,6 +37,7 @@ def test_redis_layer_round_trip():
 
 @pytest.mark.django_db(transaction=True)
 def test_job_progress_socket(world):
+    from django.conf import settings
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
 
@@ -44,7 +45,7 @@ def test_job_progress_socket(world):
 
     session = SessionStore()
     session[SESSION_KEY] = str(world.admin.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]  # the lockout-aware ModelBackend
     session[HASH_SESSION_KEY] = world.admin.get_session_auth_hash()
     session.save()
     job = Job.objects.create(tenant=world.tenant, kind="self_check", total=3)
