@@ -43,11 +43,11 @@ def test_two_agents_discover_each_others_facts(world, live_server, worker_factor
     by_database = {r["id"]: r for r in outcome["database"]["results"]}
     by_oncall = {r["id"]: r for r in outcome["oncall"]["results"]}
     assert oncall_fact in by_database and database_fact in by_oncall
-    for found in (by_database, by_oncall):
-        kinds = sorted(r["kind"] for r in found.values())
-        assert kinds[-1] == "seed" and len(kinds) == 2  # one seed, one fact reached over a link
-        linked = next(r for r in found.values() if r["kind"] != "seed")
-        assert linked["path"] and linked["cross_session"] is False
+    # In a memory this small every fact is also a search candidate (kind "seed"), so
+    # what shows the connection is the graph's share of the other agent's fact.
+    for found, other in ((by_database, oncall_fact), (by_oncall, database_fact)):
+        assert len(found) == 2
+        assert found[other]["why"]["graph"] > 0 and found[other]["cross_session"] is False
 
 
 def test_a_private_agent_sees_none_of_the_team(world, live_server):
