@@ -28,7 +28,8 @@ def pytest_sessionstart(session) -> None:
     from psycopg import sql
 
     db = settings.DATABASES["default"]
-    pattern = re.compile(rf"^test_{re.escape(db['NAME'])}_(\d+)$")
+    # test_<name>_<pid>, and test_<name>_<pid>_gw<N> for each pytest-xdist worker.
+    pattern = re.compile(rf"^test_{re.escape(db['NAME'])}_(\d+)(?:_gw\d+)?$")
     params = {"host": db["HOST"] or None, "port": db["PORT"] or None, "user": db["USER"] or None}
     params["password"] = db["PASSWORD"] or None
     try:
@@ -223,6 +224,28 @@ def redis_url() -> str | None:
             return url
     except OSError:
         return None
+
+
+@pytest.fixture
+def redis() -> Iterator[str]:
+    """The machine's Redis URL, for one test at a time. The tests flush its database
+    (cache clear, channel-layer flush) and parallel test processes (pytest-xdist
+    workers, another run on the same URL) share it, so a file lock serializes them."""
+    import fcntl
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    url = redis_url()
+    if url is None:
+        pytest.skip("no Redis on 127.0.0.1:6379 (.ci/run starts one)")
+    name = f"fedmem-test-redis-{hashlib.sha256(url.encode()).hexdigest()[:12]}.lock"
+    with (Path(tempfile.gettempdir()) / name).open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield url
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 CHROMIUM = "/usr/bin/chromium"

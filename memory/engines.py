@@ -202,6 +202,8 @@ class BuiltinEngine:
         idempotency_key: str | None,
         trace_parent: str | None,
     ) -> WriteResult:
+        if self._routes(access, draft):
+            return self._hand_over(access, draft, trace_parent)
         outcome = item_services.memory_remember(access=access, draft=draft, idempotency_key=idempotency_key)
         return WriteResult("stored", outcome=outcome)
 
@@ -214,10 +216,25 @@ class BuiltinEngine:
         trace_parent: str | None,
         via: str = "batch",
     ) -> BatchWrite:
+        if self.plan.memory_engine is not None:
+            return self._hand_over_batch(access, drafts, trace_parent)
         results = item_services.memory_remember_batch(
             access=access, drafts=drafts, idempotency_key=idempotency_key, via=via
         )
         return BatchWrite(_builtin_entries(results))
+
+    # The hooks a routed engine fills; the builtin store keeps every write.
+
+    def _routes(self, access: MemoryAccess, draft: MemoryDraft) -> bool:
+        return False
+
+    def _hand_over(self, access: MemoryAccess, draft: MemoryDraft, trace_parent: str | None) -> WriteResult:
+        raise NotImplementedError("the builtin engine hands no write over")
+
+    def _hand_over_batch(
+        self, access: MemoryAccess, drafts: Sequence[MemoryDraft | ApiError], trace_parent: str | None
+    ) -> BatchWrite:
+        raise NotImplementedError("the builtin engine hands no write over")
 
     def recall(self, access: MemoryAccess, query: FederatedQuery) -> FederatedRecall:
         """Only engines that federate recall answer this; builtin recall is
@@ -253,31 +270,9 @@ class RoutedEngine(BuiltinEngine):
         record = self.router.remember(access, self.plan, draft, trace_parent=trace_parent)
         return WriteResult("queued" if record["status"] == "queued" else "settled", record=record)
 
-    def remember(
-        self,
-        access: MemoryAccess,
-        draft: MemoryDraft,
-        *,
-        idempotency_key: str | None,
-        trace_parent: str | None,
-    ) -> WriteResult:
-        if not self._routes(access, draft):
-            return super().remember(access, draft, idempotency_key=idempotency_key, trace_parent=trace_parent)
-        return self._hand_over(access, draft, trace_parent)
-
-    def remember_batch(
-        self,
-        access: MemoryAccess,
-        drafts: Sequence[MemoryDraft | ApiError],
-        *,
-        idempotency_key: str | None,
-        trace_parent: str | None,
-        via: str = "batch",
+    def _hand_over_batch(
+        self, access: MemoryAccess, drafts: Sequence[MemoryDraft | ApiError], trace_parent: str | None
     ) -> BatchWrite:
-        if self.plan.memory_engine is None:
-            return super().remember_batch(
-                access, drafts, idempotency_key=idempotency_key, trace_parent=trace_parent, via=via
-            )
         # Each write goes to the engine in order; session memory stays builtin.
         if not 1 <= len(drafts) <= MAX_BATCH:
             raise item_services.field_error("items", f"Send between 1 and {MAX_BATCH} items.")

@@ -30,4 +30,7 @@ DJANGO_SETTINGS_MODULE=fedmem_site.settings.test python manage.py makemigrations
 echo "== django checks"
 DJANGO_SETTINGS_MODULE=fedmem_site.settings.test python manage.py check --fail-level WARNING
 echo "== tests"
-python -m pytest "$@"
+# Two processes (pytest-xdist), one test database each on the one embedded server; a
+# file's tests stay in one process, so module fixtures (Chromium) start once.
+# FEDMEM_TEST_WORKERS=0 runs in this process alone; arguments after it still win.
+python -m pytest -n "${FEDMEM_TEST_WORKERS:-2}" --dist loadfile "$@"

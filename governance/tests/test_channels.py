@@ -7,7 +7,6 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from conftest import redis_url
 from governance.consumers import broadcast_job
 from governance.models import Job
 
@@ -16,10 +15,8 @@ def test_default_layer_is_in_memory(settings):
     assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
 
 
-def test_redis_layer_round_trip():
-    url = redis_url()
-    if url is None:
-        pytest.skip("no Redis on 127.0.0.1:6379 (.ci/run starts one)")
+def test_redis_layer_round_trip(redis):
+    url = redis
     from channels_redis.core import RedisChannelLayer
 
     layer = RedisChannelLayer(hosts=[url])

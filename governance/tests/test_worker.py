@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from conftest import redis_url
 from governance.models import Job
 from governance.services.jobs import self_check_start
 from governance.tasks import run_self_check
@@ -42,10 +41,8 @@ def test_filesystem_broker_worker_runs_the_task(world, worker_factory, as_user):
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_redis_broker_worker_runs_the_task(world, worker_factory):
-    url = redis_url()
-    if url is None:
-        pytest.skip("no Redis on 127.0.0.1:6379 (.ci/run starts one)")
+def test_redis_broker_worker_runs_the_task(world, worker_factory, redis):
+    url = redis
     worker_factory(CELERY_BROKER_URL=url)
     job = Job.objects.create(tenant=world.tenant, kind="self_check", total=1)
     from fedmem_site.celery import app

@@ -3,7 +3,8 @@ supersede / revive / history."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -115,74 +116,61 @@ class GraphAnswer:
         return self.data
 
 
-@dataclass(frozen=True)
-class TraceRequest:
-    direction: str  # effects | causes
-    item_id: UUID | None = None
-    content: str | None = None
+@dataclass(frozen=True, kw_only=True)
+class WalkBounds:
+    """How far a causal walk may go (hops, edges read) and the window it looks in."""
+
     max_depth: int = 5
     max_visited: int = 100
     window: Window = Window()
+
+
+def _walk(access: Readable, request: WalkBounds, walk: Callable[..., Any]) -> Any:
+    """One memory.reasoning.graph walk over the caller's view, within the request's
+    bounds; the request's own fields are the walk's keyword arguments, by name."""
+    own = {f.name: getattr(request, f.name) for f in fields(request) if f.name not in _BOUNDS}
+    return walk(
+        _view(access, request.window), max_depth=request.max_depth, max_visited=request.max_visited, **own
+    )
+
+
+_BOUNDS = frozenset(f.name for f in fields(WalkBounds))
+
+
+@dataclass(frozen=True)
+class TraceRequest(WalkBounds):
+    direction: str  # effects | causes
+    item_id: UUID | None = None
+    content: str | None = None
 
 
 def trace(access: Readable, request: TraceRequest) -> GraphAnswer:
     """Follow causal links from a fact or a text to its effects or its root causes
     (404 ``memory_not_found`` when the fact is not visible in the window)."""
-    return GraphAnswer(
-        graph.trace(
-            _view(access, request.window),
-            direction=request.direction,
-            item_id=request.item_id,
-            content=request.content,
-            max_depth=request.max_depth,
-            max_visited=request.max_visited,
-        )
-    )
+    return GraphAnswer(_walk(access, request, graph.trace))
 
 
 @dataclass(frozen=True)
-class CausalChainRequest:
+class CausalChainRequest(WalkBounds):
     source: str
     target: str
-    max_depth: int = 5
-    max_visited: int = 100
-    window: Window = Window()
 
 
 def causal_chain(access: Readable, request: CausalChainRequest) -> GraphAnswer:
     """The shortest chain of asserted causal links from one event to another (None if none)."""
-    chain = graph.causal_chain(
-        _view(access, request.window),
-        source=request.source,
-        target=request.target,
-        max_depth=request.max_depth,
-        max_visited=request.max_visited,
-    )
-    return GraphAnswer({"chain": chain})
+    return GraphAnswer({"chain": _walk(access, request, graph.causal_chain)})
 
 
 @dataclass(frozen=True)
-class WhatIfRequest:
+class WhatIfRequest(WalkBounds):
     item_id: UUID
     origin: str
     direction: str = "effects"
-    max_depth: int = 5
-    max_visited: int = 100
-    window: Window = Window()
 
 
 def what_if(access: Readable, request: WhatIfRequest) -> GraphAnswer:
     """What collapses if one fact were removed (hypothetical; nothing changes)."""
-    return GraphAnswer(
-        graph.what_if(
-            _view(access, request.window),
-            item_id=request.item_id,
-            origin=request.origin,
-            direction=request.direction,
-            max_depth=request.max_depth,
-            max_visited=request.max_visited,
-        )
-    )
+    return GraphAnswer(_walk(access, request, graph.what_if))
 
 
 # --- supersession ----------------------------------------------------------------------

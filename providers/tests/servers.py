@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -242,3 +242,34 @@ def _conform_any(models: list[Any], body: dict[str, Any], path: str) -> None:
         except (SchemaViolation, pydantic.ValidationError) as exc:
             errors.append(str(exc).splitlines()[0])
     raise SchemaViolation(f"{path}: fits none of {[m.__name__ for m in models]}: {errors[:3]}")
+
+
+Job = TypeVar("Job")
+
+
+class FakeService:
+    """A provider's fake: one local server, and the service's background workers as
+    :meth:`drain`, which a test runs when it wants queued work applied."""
+
+    def __init__(self) -> None:
+        self.server = LocalServer()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def requests(self) -> list[Req]:
+        return self.server.requests
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    @staticmethod
+    def drain(queue: list[Job], run: Callable[[Job], None]) -> int:
+        """Run every queued job, oldest first (a job may queue more); how many ran."""
+        done = 0
+        while queue:
+            run(queue.pop(0))
+            done += 1
+        return done

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from providers.tests.servers import LocalServer, Req, Resp, conform
+from providers.tests.servers import FakeService, Req, Resp, conform
 
 EMAIL, PASSWORD = "ops@acme.test", "s3cret:with-colon"
 STATIC_TOKEN = "cg-token"
@@ -82,9 +82,9 @@ def jwt(exp: float) -> str:
     return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part({'sub': EMAIL, 'exp': int(exp)})}.signature"
 
 
-class CogneeFake:
+class CogneeFake(FakeService):
     def __init__(self) -> None:
-        self.server = LocalServer()
+        super().__init__()
         self.datasets: dict[str, dict[str, Any]] = {}
         self.data: dict[str, list[str]] = {}
         self.status: dict[str, str] = {}
@@ -94,25 +94,15 @@ class CogneeFake:
         self.logins = 0
         self._ids = itertools.count(1)
 
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def requests(self) -> list[Req]:
-        return self.server.requests
-
     def process(self) -> int:
         """The cognify pipeline finishes for every started run."""
-        done = 0
-        while self.running:
-            dataset_id = self.running.pop(0)
-            self.status[dataset_id] = (
-                "DATASET_PROCESSING_ERRORED" if self.fail_next else "DATASET_PROCESSING_COMPLETED"
-            )
-            self.fail_next = False
-            done += 1
-        return done
+        return self.drain(self.running, self._cognify)
+
+    def _cognify(self, dataset_id: str) -> None:
+        self.status[dataset_id] = (
+            "DATASET_PROCESSING_ERRORED" if self.fail_next else "DATASET_PROCESSING_COMPLETED"
+        )
+        self.fail_next = False
 
     def expire_tokens(self) -> None:
         self.tokens = {STATIC_TOKEN}
@@ -246,6 +236,3 @@ class CogneeFake:
         route("DELETE", "/api/v1/datasets/(?P<id>[^/]+)", authed(self.delete))
         self.server.start()
         return self
-
-    def stop(self) -> None:
-        self.server.stop()

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from providers.tests.servers import LocalServer, Req, Resp, conform
+from providers.tests.servers import FakeService, Req, Resp, conform
 
 
 class Message(BaseModel):
@@ -78,22 +78,14 @@ class EpisodicNode(BaseModel):
     entity_edges: list[str]
 
 
-class GraphitiFake:
+class GraphitiFake(FakeService):
     def __init__(self) -> None:
-        self.server = LocalServer()
+        super().__init__()
         self.episodes: list[dict[str, Any]] = []
         self.facts: dict[str, dict[str, Any]] = {}  # uuid -> FactResult + its group (never sent)
         self.queue: list[tuple[str, dict[str, Any]]] = []
         self.deleted: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def requests(self) -> list[Req]:
-        return self.server.requests
 
     def seed_episode(
         self, group_id: str, content: str, facts: list[dict[str, Any]], uuid: str | None = None
@@ -121,22 +113,21 @@ class GraphitiFake:
     def process(self) -> int:
         """The service's AsyncWorker: each queued message becomes an episode (with the
         message's uuid when it sent one) and one extracted fact."""
-        done = 0
-        while self.queue:
-            group_id, message = self.queue.pop(0)
-            fact_uuid = f"fact-{next(self._ids)}"
-            fact = {
-                "uuid": fact_uuid,
-                "name": "MENTIONS",
-                "fact": message["content"],
-                "valid_at": None,
-                "invalid_at": None,
-                "created_at": "2026-03-01T10:00:00Z",
-                "expired_at": None,
-            }
-            self.seed_episode(group_id, message["content"], [fact], uuid=message.get("uuid") or None)
-            done += 1
-        return done
+        return self.drain(self.queue, self._ingest)
+
+    def _ingest(self, job: tuple[str, dict[str, Any]]) -> None:
+        group_id, message = job
+        fact_uuid = f"fact-{next(self._ids)}"
+        fact = {
+            "uuid": fact_uuid,
+            "name": "MENTIONS",
+            "fact": message["content"],
+            "valid_at": None,
+            "invalid_at": None,
+            "created_at": "2026-03-01T10:00:00Z",
+            "expired_at": None,
+        }
+        self.seed_episode(group_id, message["content"], [fact], uuid=message.get("uuid") or None)
 
     def _fact(self, fact: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in fact.items() if not k.startswith("_")}
@@ -203,6 +194,3 @@ class GraphitiFake:
         route("DELETE", "/group/(?P<group>[^/]+)", self.delete_group)
         self.server.start()
         return self
-
-    def stop(self) -> None:
-        self.server.stop()

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from providers.tests.servers import LocalServer, Req, Resp, conform
+from providers.tests.servers import FakeService, LocalServer, Req, Resp, conform
 
 API_KEY = "m0-test-key"
 SCOPE_KEYS = ("user_id", "agent_id", "run_id", "app_id")
@@ -96,63 +96,53 @@ class Message(BaseModel):
     message: str
 
 
-class Mem0Platform:
+class Mem0Platform(FakeService):
     def __init__(self) -> None:
-        self.server = LocalServer()
+        super().__init__()
         self.memories: dict[str, dict[str, Any]] = {}
         self.events: dict[str, dict[str, Any]] = {}
         self.pending: list[str] = []
         self.fail_next: str | None = None
         self._events = itertools.count(1)
 
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def requests(self) -> list[Req]:
-        return self.server.requests
-
     def process(self) -> int:
         """Mem0's workers: every pending add becomes memories (or fails with a reason)."""
-        done = 0
-        while self.pending:
-            event = self.events[self.pending.pop(0)]
-            if self.fail_next:
-                event.update(status="FAILED", metadata={"error": self.fail_next}, results=[])
-                self.fail_next = None
-                done += 1
-                continue
-            body = event["payload"]
-            ids = {k: v for k, v in (body.get("filters") or {}).items() if k in SCOPE_KEYS}
-            results = []
-            for message in body["messages"]:
-                scope = dict(ids)
-                if "user_id" in scope and "agent_id" in scope:
-                    # Attribution by role: a user message is about the user, an
-                    # assistant message about the agent; never both.
-                    scope.pop("agent_id" if message["role"] == "user" else "user_id")
-                memory_id = str(uuid.uuid4())
-                self.memories[memory_id] = {
+        return self.drain(self.pending, self._add)
+
+    def _add(self, event_id: str) -> None:
+        event = self.events[event_id]
+        if self.fail_next:
+            event.update(status="FAILED", metadata={"error": self.fail_next}, results=[])
+            self.fail_next = None
+            return
+        body = event["payload"]
+        ids = {k: v for k, v in (body.get("filters") or {}).items() if k in SCOPE_KEYS}
+        results = []
+        for message in body["messages"]:
+            scope = dict(ids)
+            if "user_id" in scope and "agent_id" in scope:
+                # Attribution by role: a user message is about the user, an
+                # assistant message about the agent; never both.
+                scope.pop("agent_id" if message["role"] == "user" else "user_id")
+            memory_id = str(uuid.uuid4())
+            self.memories[memory_id] = {
+                "id": memory_id,
+                "memory": message["content"],
+                "metadata": body.get("metadata") or {},
+                "categories": ["preferences"],
+                "created_at": "2026-03-01T10:00:00Z",
+                "updated_at": "2026-03-01T10:00:00Z",
+                **scope,
+            }
+            results.append(
+                {
                     "id": memory_id,
-                    "memory": message["content"],
-                    "metadata": body.get("metadata") or {},
-                    "categories": ["preferences"],
-                    "created_at": "2026-03-01T10:00:00Z",
-                    "updated_at": "2026-03-01T10:00:00Z",
-                    **scope,
+                    "event": "ADD",
+                    "data": {"memory": message["content"]},
+                    **{k: v for k, v in scope.items() if k in ("user_id", "agent_id")},
                 }
-                results.append(
-                    {
-                        "id": memory_id,
-                        "event": "ADD",
-                        "data": {"memory": message["content"]},
-                        **{k: v for k, v in scope.items() if k in ("user_id", "agent_id")},
-                    }
-                )
-            event.update(status="SUCCEEDED", results=results, latency=1.5)
-            done += 1
-        return done
+            )
+        event.update(status="SUCCEEDED", results=results, latency=1.5)
 
     def seed(self, **memory: Any) -> str:
         """A processed memory (what the platform holds after its workers ran)."""
@@ -269,9 +259,6 @@ class Mem0Platform:
         route("DELETE", "/v1/memories/", authed(self.delete_all))
         self.server.start()
         return self
-
-    def stop(self) -> None:
-        self.server.stop()
 
 
 # --- the self-hosted REST server (mem0 server/main.py) in front of a real Memory ---------

@@ -14,13 +14,13 @@ import itertools
 from typing import Any
 from urllib.parse import unquote
 
-from providers.tests.servers import LocalServer, Req, Resp, conform
+from providers.tests.servers import FakeService, Req, Resp, conform
 
 API_KEY = "z-test-key"
 BASE = "/api/v4"
 
 
-class ZepFake:
+class ZepFake(FakeService):
     def __init__(self) -> None:
         from zep_cloud.types import AddEpisodeResult, AsyncResult, Episode, Task, User, UserDeleteResult
 
@@ -32,7 +32,7 @@ class ZepFake:
             "task": Task,
             "delete_user": UserDeleteResult,
         }
-        self.server = LocalServer()
+        super().__init__()
         self.users: dict[str, dict[str, Any]] = {}  # developer id -> User
         self.graphs: dict[str, dict[str, list[dict[str, Any]]]] = {}  # uuid -> kind -> items
         self.tasks: dict[str, dict[str, Any]] = {}
@@ -65,19 +65,18 @@ class ZepFake:
 
     def process(self) -> int:
         """Zep's worker: run every pending task (episode processed, deletion done)."""
-        done = 0
-        while self.pending:
-            task_uuid, work = self.pending.pop(0)
-            task = self.tasks[task_uuid]
-            if self.fail_next:
-                task.update(status="failed", error={"code": "ingest_failed", "message": self.fail_next})
-                self.fail_next = None
-            else:
-                work()
-                task["status"] = "succeeded"
-            task["completed_at"] = "2026-03-01T10:00:05Z"
-            done += 1
-        return done
+        return self.drain(self.pending, self._run_task)
+
+    def _run_task(self, job: tuple[str, Any]) -> None:
+        task_uuid, work = job
+        task = self.tasks[task_uuid]
+        if self.fail_next:
+            task.update(status="failed", error={"code": "ingest_failed", "message": self.fail_next})
+            self.fail_next = None
+        else:
+            work()
+            task["status"] = "succeeded"
+        task["completed_at"] = "2026-03-01T10:00:05Z"
 
     # -- routes -----------------------------------------------------------------------
 
@@ -241,6 +240,3 @@ class ZepFake:
     @property
     def url(self) -> str:
         return f"{self.server.url}{BASE}"
-
-    def stop(self) -> None:
-        self.server.stop()
