@@ -88,6 +88,7 @@ class ErrorCode(StrEnum):
     NOT_A_MEMBER = "not_a_member"
     NOT_CANDIDATE_OWNER = "not_candidate_owner"
     POLICY_VERSION_NOT_FOUND = "policy_version_not_found"
+    PROVIDER_WRITE_NOT_FOUND = "provider_write_not_found"
     SYNTHESIZER_NOT_FOUND = "synthesizer_not_found"
     TOO_MANY_KEYS = "too_many_keys"
     TWO_PERSON_RULE = "two_person_rule"
@@ -342,6 +343,10 @@ class TwoPersonRule(Forbidden):
 
 class PolicyVersionNotFound(NotFound):
     code = ErrorCode.POLICY_VERSION_NOT_FOUND
+
+
+class ProviderWriteNotFound(NotFound):
+    code = ErrorCode.PROVIDER_WRITE_NOT_FOUND
 
 
 class SynthesizerNotFound(NotFound):

@@ -9,6 +9,7 @@ from providers import urls as providers_console
 
 api_patterns = [
     path("", include("governance.api.urls")),
+    path("", include("providers.api.write_urls")),
     # providers first: its candidates/imports must win over memory's candidates/<id>.
     path("memory/", include("providers.api.urls")),
     path("memory/", include("memory.api.urls")),

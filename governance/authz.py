@@ -91,6 +91,7 @@ class Capability(enum.StrEnum):
     ENGINE_READ_ALL = "engine.read_all"
     ENGINE_HEALTH = "engine.health"
     ENGINE_CREDENTIALS = "engine.credentials"
+    PROVIDER_WRITE_READ_ALL = "provider_write.read_all"
     SELF_CHECK_RUN = "system.self_check"
 
 
@@ -120,6 +121,9 @@ ROLES: dict[Capability, frozenset[Role]] = {
     Capability.ENGINE_READ_ALL: frozenset({Role.PLATFORM_ADMIN}),
     Capability.ENGINE_HEALTH: frozenset({Role.TENANT_ADMIN, Role.DEVELOPER}) | _COMPLIANCE,
     Capability.ENGINE_CREDENTIALS: frozenset({Role.TENANT_ADMIN}),
+    # Where a queued provider write stands (ids and statuses, never text): every write of
+    # the tenant for admins and compliance staff; others see the writes of agents they view.
+    Capability.PROVIDER_WRITE_READ_ALL: _ADMINS | _COMPLIANCE,
     Capability.SELF_CHECK_RUN: _ADMINS,
 }
 

@@ -160,6 +160,9 @@ class ProviderWrite(models.Model):
     next_check_at = models.DateTimeField(null=True, blank=True)
     settled_at = models.DateTimeField(null=True, blank=True)
 
+    # restrict(): providers.selectors.restrict_provider_writes.
+    objects = RestrictedQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [

@@ -7,12 +7,13 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from core.errors import EngineNotFound
+from core.errors import EngineNotFound, ProviderWriteNotFound
 from governance import authz
 from governance.authz import Capability
-from governance.models import Tenant
-from governance.models.restricted import CHANGE, register_gate
-from providers.models import EngineInstance, TenantEngineCredential
+from governance.models import Agent, Tenant
+from governance.models.restricted import CHANGE, VIEW, register_gate
+from governance.selectors import as_uuid
+from providers.models import EngineInstance, ProviderWrite, TenantEngineCredential
 
 
 def engines_for(principal: Any, tenant: Tenant | None) -> QuerySet[EngineInstance]:
@@ -42,6 +43,35 @@ def restrict_engines(qs: QuerySet[Any], principal: Any, action: str) -> QuerySet
 
 
 register_gate(EngineInstance._meta.label, restrict_engines)
+
+
+def restrict_provider_writes(qs: QuerySet[Any], principal: Any, action: str) -> QuerySet[Any]:
+    """``ProviderWrite.objects.restrict``: a write is readable by whoever may view its
+    agent (the agent's own key included) and, with ``PROVIDER_WRITE_READ_ALL``, every
+    write of the tenant; only the reconcile task changes one."""
+    if action == CHANGE:
+        return qs.none()
+    viewed = authz.restrict_agents(Agent.objects.all(), principal, VIEW).values("pk")
+    everything = authz.tenant_ids_with(principal, Capability.PROVIDER_WRITE_READ_ALL)
+    return qs.filter(Q(agent__in=viewed) | Q(tenant_id__in=everything))
+
+
+register_gate(ProviderWrite._meta.label, restrict_provider_writes)
+
+
+def provider_writes_for(principal: Any, tenant: Tenant) -> QuerySet[ProviderWrite]:
+    """The tenant's provider writes the principal may read, newest first."""
+    return ProviderWrite.objects.restrict(principal).filter(tenant=tenant).order_by("-created_at")
+
+
+def access_provider_write(principal: Any, write_id: Any) -> ProviderWrite:
+    """A provider write the principal may read; another tenant's, another agent's the
+    caller cannot view, and an unknown id are the same 404."""
+    pk = as_uuid(write_id)
+    write = ProviderWrite.objects.restrict(principal).filter(pk=pk).first() if pk else None
+    if write is None:
+        raise ProviderWriteNotFound("Provider write not found.")
+    return write
 
 
 def access_engine(principal: Any, tenant: Tenant | None, engine_id: str) -> EngineInstance:
@@ -75,8 +105,6 @@ def tenants_with_credentials(engines: list[EngineInstance], tenant: Tenant) -> s
 def engine_writes(engine: Any, tenant: Any, *, limit: int = 20) -> list[dict[str, Any]]:
     """The tenant's most recent provider writes on an engine that were queued when the
     engine answered, with where each stands now (one query; never another tenant's)."""
-    from providers.models import ProviderWrite
-
     rows = (
         ProviderWrite.objects.filter(engine=engine, tenant=tenant)
         .order_by("-created_at")

@@ -59,6 +59,7 @@ from memory.services.items import MemoryDraft, memory_forget, memory_remember
 from memory.services.knowledge import knowledge_dataset_delete, knowledge_ingest
 from memory.services.sessions import session_message_append
 from memory.text import content_hash
+from providers.models import EngineInstance, ProviderWrite
 
 MATRIX = Path(__file__).with_name("authz_matrix.yaml")
 ROLES = ("anonymous", "platform_admin", "tenant_admin", "developer", "security_officer", "auditor", "agent")
@@ -265,6 +266,16 @@ def probe(world, engine_server, settings) -> Probe:
     declare("globex-custom", server.url, tenant=w.other_tenant)
     declare("gone-custom", server.url, tenant=w.tenant).delete()
 
+    def provider_write(tenant, agent) -> str:
+        engine = EngineInstance.objects.get(pk="shared-custom")
+        row = ProviderWrite.objects.create(
+            id=uuid.uuid4(), tenant=tenant, agent=agent, engine=engine, operation="remember"
+        )
+        return str(row.pk)
+
+    gone_write = provider_write(w.tenant, w.agent)
+    ProviderWrite.objects.filter(pk=gone_write).delete()
+
     ids = {
         "agent_id": {
             "own": str(w.agent.pk),
@@ -330,6 +341,13 @@ def probe(world, engine_server, settings) -> Probe:
             "nonexistent": "no-such-docs",
         },
         "decision_id": decisions,
+        "write_id": {
+            "own": provider_write(w.tenant, w.agent),
+            "sibling": provider_write(w.tenant, w.sibling),
+            "foreign": provider_write(w.other_tenant, w.foreign_agent),
+            "deleted": gone_write,
+            "nonexistent": str(uuid.uuid4()),
+        },
         "engine_id": {
             "own": "acme-custom",
             "sibling": "shared-custom",
@@ -381,8 +399,9 @@ def probe(world, engine_server, settings) -> Probe:
         ids["request_id"]["foreign"],
         ids["hold_id"]["foreign"],
         ids["job_id"]["foreign"],
+        ids["write_id"]["foreign"],
     }
-    sibling_markers = {"zebra-lantern", sibling_item, str(sibling_candidate.pk)}
+    sibling_markers = {"zebra-lantern", sibling_item, str(sibling_candidate.pk), ids["write_id"]["sibling"]}
     deleted_markers = {"quartz-heron"}
     forbidden = {role: foreign_markers | deleted_markers for role in ROLES}
     for role in NO_SIBLING_ACCESS:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from providers.adapters.registry import provider_kinds
-from providers.models import AccessControl, Isolation
+from providers.models import AccessControl, Isolation, ProviderWrite
 
 
 class EngineSerializer(serializers.Serializer):
@@ -140,3 +140,29 @@ class CandidateImportSerializer(serializers.Serializer):
     engine_id = serializers.CharField(max_length=63)
     subject = serializers.CharField(max_length=128)
     limit = serializers.IntegerField(min_value=1, max_value=5000, default=500)
+
+
+class ProviderWriteSerializer(serializers.ModelSerializer):
+    """Where a write an engine queued stands: ids and the provider's statuses, never
+    the written text, the provider's handle or the scope it was written in."""
+
+    engine_id = serializers.CharField(read_only=True)
+    agent_id = serializers.UUIDField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = ProviderWrite
+        fields = [
+            "id",
+            "engine_id",
+            "agent_id",
+            "operation",
+            "status",
+            "reason",
+            "external_ids",
+            "attempts",
+            "created_at",
+            "updated_at",
+            "next_check_at",
+            "settled_at",
+        ]
+        read_only_fields = fields

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,6 +24,7 @@ from core.errors import (
     NotFound,
 )
 from core.health import check_database
+from core.pagination import CursorPagination
 from governance import authz
 from governance.api.serializers import JobSerializer
 from governance.authz import Capability
@@ -35,7 +36,7 @@ from providers import selectors, services
 from providers.api import serializers as s
 from providers.credentials import parse_ref
 from providers.imports import candidates_import_start
-from providers.models import BUILTIN_ENGINE_ID, EngineInstance
+from providers.models import BUILTIN_ENGINE_ID, EngineInstance, ProviderWrite
 from providers.serializers import FederatedRecallRequestSerializer
 
 
@@ -312,3 +313,53 @@ class CandidateImportView(APIView):
                 "Invalid input: engine_id.", details={"fields": {"engine_id": ["no such engine instance"]}}
             ) from None
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+WRITE_STATUSES = ProviderWrite.Status.values
+
+
+class ProviderWriteListView(generics.GenericAPIView):
+    """Writes an engine queued (a routed remember's ``write_id``, a forget, a graph
+    build), newest first, as far as the caller may read them (providers.selectors)."""
+
+    permission_classes = [IsAuthenticated]
+    queryset = ProviderWrite.objects.none()  # for the schema; get() scopes to the caller
+    serializer_class = s.ProviderWriteSerializer
+    pagination_class = CursorPagination
+
+    @extend_schema(
+        summary="Queued provider writes and where each stands, newest first",
+        parameters=[
+            OpenApiParameter("status", str, enum=WRITE_STATUSES),
+            OpenApiParameter("engine_id", str, description="only this engine's writes"),
+            OpenApiParameter("limit", int, description="page size (1-200, default 50)"),
+        ],
+        responses={200: s.ProviderWriteSerializer(many=True)},
+    )
+    def get(self, request: Request) -> Response:
+        qs = selectors.provider_writes_for(request.user, _tenant(request))
+        wanted = request.query_params.get("status")
+        if wanted is not None:
+            if wanted not in WRITE_STATUSES:
+                raise InvalidInput(
+                    "Invalid input: status.",
+                    details={"fields": {"status": [f"One of {', '.join(WRITE_STATUSES)}."]}},
+                )
+            qs = qs.filter(status=wanted)
+        engine_id = request.query_params.get("engine_id")
+        if engine_id is not None:
+            qs = qs.filter(engine_id=engine_id)
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(s.ProviderWriteSerializer(page, many=True).data)
+
+
+class ProviderWriteDetailView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        responses={200: s.ProviderWriteSerializer},
+        summary="Where one queued provider write stands (queued, settled or failed, with the reason)",
+    )
+    def get(self, request: Request, write_id: str) -> Response:
+        write = selectors.access_provider_write(request.user, write_id)
+        return Response(s.ProviderWriteSerializer(write).data)
