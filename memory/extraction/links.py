@@ -97,7 +97,8 @@ def matching_spans(
 # and side, the nearest spans by HNSW (LIMIT FANOUT * 2) and those sharing a term
 # (LIMIT TERM_CANDIDATES), exactly the two queries matching_spans() runs, as LATERAL
 # subqueries over the new edges. {mine}/{theirs} name the new edge's span and the
-# candidate's span: effect -> cause ("out") and cause -> effect ("in").
+# candidate's span: effect -> cause ("out") and cause -> effect ("in"). The distance
+# of a term-sharing candidate is computed after its LIMIT, not for every sharer.
 _CANDIDATES = """
 SELECT %(direction)s, e.id, n.id, n.terms, n.distance FROM memory_causal_edge e CROSS JOIN LATERAL (
     SELECT o.id, o.{theirs}_terms AS terms, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
@@ -105,12 +106,14 @@ SELECT %(direction)s, e.id, n.id, n.terms, n.distance FROM memory_causal_edge e 
     ORDER BY o.{theirs}_embedding <=> e.{mine}_embedding LIMIT %(nearest)s
 ) n WHERE e.id = ANY(%(edges)s)
 UNION ALL
-SELECT %(direction)s, e.id, s.id, s.terms, s.distance FROM memory_causal_edge e CROSS JOIN LATERAL (
-    SELECT o.id, o.{theirs}_terms AS terms, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
+SELECT %(direction)s, e.id, s.id, s.terms, o.{theirs}_embedding <=> e.{mine}_embedding
+FROM memory_causal_edge e CROSS JOIN LATERAL (
+    SELECT o.id, o.{theirs}_terms AS terms
     FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
         AND o.{theirs}_terms && e.{mine}_terms
     ORDER BY o.id DESC LIMIT %(sharing)s
-) s WHERE e.id = ANY(%(edges)s) AND cardinality(e.{mine}_terms) > 0
+) s JOIN memory_causal_edge o ON o.id = s.id
+WHERE e.id = ANY(%(edges)s) AND cardinality(e.{mine}_terms) > 0
 """
 _LINK_SQL = " UNION ALL ".join(
     f"({_CANDIDATES.format(mine=mine, theirs=theirs).replace('%(direction)s', repr(direction))})"

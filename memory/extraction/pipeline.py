@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
 from memory.embeddings import embed_texts
@@ -223,7 +223,15 @@ def store(prepared: Prepared) -> bool:
     (False when the item is gone)."""
     item_id, text, found, relations = prepared.item_id, prepared.text, prepared.found, prepared.relations
     tenant_id, terms, span_vectors = prepared.tenant_id, prepared.terms, prepared.span_vectors
+    own_transaction = not connection.in_atomic_block
     with transaction.atomic():
+        if own_transaction:
+            # Derived rows, status included, commit together: a commit lost in a
+            # server crash leaves the item pending, and the extraction sweep queues it
+            # again. So this transaction does not wait for its WAL flush (one per item
+            # otherwise). Never inside a caller's transaction: that may be a write.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
         # The row lock serializes two deliveries of the same task.
         locked = (
             MemoryItem.objects.select_for_update()
