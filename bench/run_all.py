@@ -484,7 +484,9 @@ def main() -> None:
     parser.add_argument("--load-seconds", type=float, default=15.0, help="seconds per load level (15)")
     parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     parser.add_argument(
-        "--profile", action="store_true", help="ingest: also time each stage in this process (bench/ingest.py)"
+        "--profile",
+        action="store_true",
+        help="ingest: also time each stage in this process (bench/ingest.py)",
     )
     parser.add_argument("--legacy", action="store_true", help="run the older per-benchmark scripts")
     parser.add_argument("--timeout", type=float, default=900, help="legacy: seconds per benchmark")
@@ -522,6 +524,8 @@ def main() -> None:
                 latency(figures, base, server, agent, secret, args.size)
             if "ingest" in phases:
                 ingest(figures, base, server)
+            if "load" in phases:
+                load_mix(figures, server, agent, secret, args.load_seconds)
     if "ingest" in phases and args.profile:
         from bench.ingest import profile
 
@@ -531,10 +535,9 @@ def main() -> None:
             rates["both"],
             "facts/s",
             "",
-            f"ratio {rates['both'] / rates['embed']:.2f} to the bare ONNX batch ({rates['embed']:.0f} texts/s)",
+            f"ratio {rates['both'] / rates['embed']:.2f} to the bare ONNX batch "
+            f"({rates['embed']:.0f} texts/s)",
         )
-            if "load" in phases:
-                load_mix(figures, server, agent, secret, args.load_seconds)
     if "quality" in phases:
         quality(figures)
     table(figures, started, args.size)
