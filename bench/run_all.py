@@ -21,7 +21,9 @@ One run, in order (each phase can be picked with ``--only``):
    trace at this size with ``EXPLAIN (ANALYZE, BUFFERS)``, written to
    ``var/bench/explain-<size>.txt`` (docs/performance.md keeps a snapshot).
 5. **ingest**: fresh facts through the batch endpoint until extraction has
-   settled (no item pending), in facts/s, against the bare ONNX batch rate.
+   settled (no item pending), in facts/s, against the bare ONNX batch rate; with
+   ``--profile``, then ``bench/ingest.py``'s per-stage profile of the web write
+   path and the extraction task, in this process.
 6. **load**: ``bench/load.py``'s remember/recall mix against the same server at
    1, 4 and 16 clients.
 7. **quality**: ``bench/eval_reasoning.py`` with the PyTorch and the ONNX
@@ -481,6 +483,11 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated phases from: " + ", ".join(PHASES))
     parser.add_argument("--load-seconds", type=float, default=15.0, help="seconds per load level (15)")
     parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="ingest: also time each stage in this process (bench/ingest.py)",
+    )
     parser.add_argument("--legacy", action="store_true", help="run the older per-benchmark scripts")
     parser.add_argument("--timeout", type=float, default=900, help="legacy: seconds per benchmark")
     args = parser.parse_args()
@@ -519,6 +526,18 @@ def main() -> None:
                 ingest(figures, base, server)
             if "load" in phases:
                 load_mix(figures, server, agent, secret, args.load_seconds)
+    if "ingest" in phases and args.profile:
+        from bench.ingest import profile
+
+        rates = profile(400)
+        figures.add(
+            "ingest profile, in-process (web + extraction)",
+            rates["both"],
+            "facts/s",
+            "",
+            f"ratio {rates['both'] / rates['embed']:.2f} to the bare ONNX batch "
+            f"({rates['embed']:.0f} texts/s)",
+        )
     if "quality" in phases:
         quality(figures)
     table(figures, started, args.size)

@@ -41,8 +41,12 @@ class MemoryConfig(AppConfig):
         from memory.services.hooks import on_items_written
         from memory.tasks import extract_items
 
-        def enqueue_extraction(item_ids: list[object]) -> None:
+        def enqueue_extraction(item_ids: list[object], inputs: dict[str, object]) -> None:
             # One task per write (a batch is one task): the outbox row commits with the items.
-            enqueue_on_commit(extract_items, [str(pk) for pk in item_ids])
+            # The write's parse travels as offsets (memory.extraction.handoff), never as text.
+            if inputs:
+                enqueue_on_commit(extract_items, [str(pk) for pk in item_ids], inputs=inputs)
+            else:
+                enqueue_on_commit(extract_items, [str(pk) for pk in item_ids])
 
         on_items_written(enqueue_extraction)

@@ -31,6 +31,7 @@ def extract_items(
     slice_seconds: float = SLICE_SECONDS,
     only_pending: bool = False,
     batch: int = EXTRACT_BATCH,
+    inputs: dict[str, Any] | None = None,
 ) -> None:
     """Extract entities and causal edges of freshly written items.
 
@@ -39,7 +40,9 @@ def extract_items(
     item stays ``pending`` while retries (exponential backoff) remain; after the
     last one it is ``failed`` with the error. Items go through the models
     ``batch`` at a time (one parse batch, one embedding batch), each stored in
-    its own transaction.
+    its own transaction. ``inputs`` (item id -> offsets the write read from its own
+    parse, :mod:`memory.extraction.handoff`) spares parsing those texts again;
+    checked against each item's content, so a stale entry is simply parsed anew.
     """
     from core.tasks import enqueue_on_commit
     from memory.extraction.pipeline import load_items, mark_extraction, prepare, store
@@ -64,17 +67,19 @@ def extract_items(
         if index and time.monotonic() - began > slice_seconds:
             # Through the outbox: if publishing fails now, the relay sends it later.
             with transaction.atomic():
-                enqueue_on_commit(extract_items, item_ids[index:], only_pending=only_pending)
+                rest = item_ids[index:]
+                handed = {pk: inputs[pk] for pk in rest if inputs and pk in inputs}
+                enqueue_on_commit(extract_items, rest, only_pending=only_pending, inputs=handed or None)
             break
         chunk = item_ids[index : index + batch]
         try:
             # The models run once over the whole chunk (nlp.pipe, batched embedding).
-            prepared = [(str(p.item_id), p) for p in prepare(load_items(chunk))]
+            prepared = [(str(p.item_id), p) for p in prepare(load_items(chunk), inputs)]
         except Exception:  # one bad text must not fail its neighbours: item by item
             prepared = []
             for item_id in chunk:
                 try:
-                    prepared.extend((str(p.item_id), p) for p in prepare(load_items([item_id])))
+                    prepared.extend((str(p.item_id), p) for p in prepare(load_items([item_id]), inputs))
                 except Exception as exc:  # recorded on the item; the task retries what failed
                     record(item_id, exc)
         for item_id, one in prepared:

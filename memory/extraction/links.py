@@ -93,27 +93,78 @@ def matching_spans(
     return sorted(found.values(), key=lambda m: (-m.score, m.edge_id))[:limit]
 
 
+# One statement finds the candidates of every new edge, both directions: per edge
+# and side, the nearest spans by HNSW (LIMIT FANOUT * 2) and those sharing a term
+# (LIMIT TERM_CANDIDATES), exactly the two queries matching_spans() runs, as LATERAL
+# subqueries over the new edges. {mine}/{theirs} name the new edge's span and the
+# candidate's span: effect -> cause ("out") and cause -> effect ("in"). The distance
+# of a term-sharing candidate is computed after its LIMIT, not for every sharer.
+_CANDIDATES = """
+SELECT %(direction)s, e.id, n.id, n.terms, n.distance FROM memory_causal_edge e CROSS JOIN LATERAL (
+    SELECT o.id, o.{theirs}_terms AS terms, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
+    FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
+    ORDER BY o.{theirs}_embedding <=> e.{mine}_embedding LIMIT %(nearest)s
+) n WHERE e.id = ANY(%(edges)s)
+UNION ALL
+SELECT %(direction)s, e.id, s.id, s.terms, o.{theirs}_embedding <=> e.{mine}_embedding
+FROM memory_causal_edge e CROSS JOIN LATERAL (
+    SELECT o.id, o.{theirs}_terms AS terms
+    FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
+        AND o.{theirs}_terms && e.{mine}_terms
+    ORDER BY o.id DESC LIMIT %(sharing)s
+) s JOIN memory_causal_edge o ON o.id = s.id
+WHERE e.id = ANY(%(edges)s) AND cardinality(e.{mine}_terms) > 0
+"""
+_LINK_SQL = " UNION ALL ".join(
+    f"({_CANDIDATES.format(mine=mine, theirs=theirs).replace('%(direction)s', repr(direction))})"
+    for direction, mine, theirs in (("out", "effect", "cause"), ("in", "cause", "effect"))
+)
+
+
 def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
     """Store the links of freshly created ``edges`` in both directions (their effect
-    into other edges' causes, other edges' effects into their cause)."""
+    into other edges' causes, other edges' effects into their cause): one statement
+    for the candidates of all of them, the rule of :func:`matching_spans` applied
+    to each edge and direction, one insert."""
     if not edges:
         return 0
-    pool = CausalEdge.objects.filter(tenant_id=tenant_id)
+    by_id = {edge.pk: edge for edge in edges}
+    threshold = settings.FEDMEM_SPAN_LINK_THRESHOLD
+    found: dict[tuple[str, int], dict[int, Match]] = {}
+    with transaction.atomic(), connection.cursor() as cursor:
+        # As in matching_spans: the HNSW scan yields at most ef_search rows before
+        # the tenant filter applies.
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, max(40, FANOUT * 4))])
+        cursor.execute(
+            _LINK_SQL,
+            {
+                "tenant": tenant_id,
+                "edges": list(by_id),
+                "nearest": FANOUT * 2,
+                "sharing": TERM_CANDIDATES,
+            },
+        )
+        rows = cursor.fetchall()
+    for direction, edge_id, other_id, other_terms, distance in rows:
+        matches = found.setdefault((direction, edge_id), {})
+        if other_id in matches:
+            continue
+        edge = by_id[edge_id]
+        terms = edge.effect_terms if direction == "out" else edge.cause_terms
+        overlap = jaccard(terms, other_terms)
+        if overlap >= TERM_OVERLAP:
+            matches[other_id] = Match(other_id, SpanLink.Method.TERMS, overlap)
+        elif distance is not None and 1 - distance >= threshold:
+            matches[other_id] = Match(other_id, SpanLink.Method.VECTOR, 1 - distance)
     links: dict[tuple[int, int], SpanLink] = {}
-    for edge in edges:
-        for match in matching_spans(
-            pool, side="cause", terms=edge.effect_terms, vector=edge.effect_embedding, exclude=edge.pk
-        ):
-            links[(edge.pk, match.edge_id)] = SpanLink(
-                tenant_id=tenant_id, source_id=edge.pk, target_id=match.edge_id, method=match.method,
-                score=match.score,
-            )  # fmt: skip
-        for match in matching_spans(
-            pool, side="effect", terms=edge.cause_terms, vector=edge.cause_embedding, exclude=edge.pk
-        ):
-            links[(match.edge_id, edge.pk)] = SpanLink(
-                tenant_id=tenant_id, source_id=match.edge_id, target_id=edge.pk, method=match.method,
-                score=match.score,
-            )  # fmt: skip
+    for edge in edges:  # the order matching_spans() was called in, so the same link wins
+        for direction in ("out", "in"):
+            best = sorted(found.get((direction, edge.pk), {}).values(), key=lambda m: (-m.score, m.edge_id))
+            for match in best[:FANOUT]:
+                source, target = (edge.pk, match.edge_id) if direction == "out" else (match.edge_id, edge.pk)
+                links[(source, target)] = SpanLink(
+                    tenant_id=tenant_id, source_id=source, target_id=target, method=match.method,
+                    score=match.score,
+                )  # fmt: skip
     SpanLink.objects.bulk_create(links.values(), ignore_conflicts=True)
     return len(links)

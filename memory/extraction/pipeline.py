@@ -5,16 +5,19 @@ so running twice (at-least-once delivery) leaves the same rows."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
 from memory.embeddings import embed_texts
 from memory.extraction.causal import Relation, extract_relations
 from memory.extraction.entities import FoundEntity, find_entities
+from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
 from memory.extraction.nlp import parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
@@ -41,10 +44,14 @@ def span_terms(texts: list[str]) -> list[list[str]]:
 
 def _entity_for(tenant_id: Any, found: FoundEntity, vector: Any, cache: dict[str, Entity]) -> Entity:
     """The tenant's entity for ``found``: same normalized name, else the nearest by
-    embedding above FEDMEM_ENTITY_MERGE_THRESHOLD (a simple alias), else a new one."""
+    embedding above FEDMEM_ENTITY_MERGE_THRESHOLD (a simple alias), else a new one.
+    ``vector`` is None when the name was known at prepare time (then it is not needed,
+    unless the entity went meanwhile: embedded here, a rare race)."""
     if found.normalized in cache:
         return cache[found.normalized]
     entity = Entity.objects.filter(tenant_id=tenant_id, normalized=found.normalized).first()
+    if entity is None and vector is None:
+        vector = embed_texts([found.text])[0]
     if entity is None:
         threshold = settings.FEDMEM_ENTITY_MERGE_THRESHOLD
         entity = (
@@ -92,22 +99,85 @@ class Prepared:
     terms: list[list[str]]
 
 
-def prepare(items: list[MemoryItem]) -> list[Prepared]:
+# Embeddings of entity and span texts this process computed lately. Facts of one
+# tenant name the same services, hosts and symptoms again and again; a text's vector
+# does not depend on the batch it was computed in (to float rounding, tested).
+VECTOR_CACHE_SIZE = 8192
+_vectors: OrderedDict[str, Any] = OrderedDict()
+_vectors_lock = threading.Lock()
+
+
+def cached_embeddings(texts: list[str]) -> list[Any]:
+    """One vector per text: from the cache, the rest in one batch."""
+    with _vectors_lock:
+        have = {t: _vectors[t] for t in dict.fromkeys(texts) if t in _vectors}
+        for text in have:
+            _vectors.move_to_end(text)
+    missing = [t for t in dict.fromkeys(texts) if t not in have]
+    if missing:
+        made = dict(zip(missing, embed_texts(missing), strict=True))
+        with _vectors_lock:
+            for text, vector in made.items():
+                _vectors[text] = vector
+            while len(_vectors) > VECTOR_CACHE_SIZE:
+                _vectors.popitem(last=False)
+        have.update(made)
+    return [have[t] for t in texts]
+
+
+def known_entities(pairs: set[tuple[Any, str]]) -> set[tuple[Any, str]]:
+    """Which (tenant, normalized name) pairs already have an entity: one query."""
+    if not pairs:
+        return set()
+    tenants = {tenant for tenant, _ in pairs}
+    names = {name for _, name in pairs}
+    rows = Entity.objects.filter(tenant_id__in=tenants, normalized__in=names).values_list(
+        "tenant_id", "normalized"
+    )
+    return {row for row in rows if row in pairs}
+
+
+def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> list[Prepared]:
     """Parse, find and embed for many items at once: one ``nlp.pipe`` over their
-    texts, one over their cause/effect spans, one batched embedding of every
-    entity and span. The result is the same as item by item (tested)."""
+    texts, one over their cause/effect spans, one batched embedding of the entities
+    and spans not seen before. ``inputs`` (item id -> what the write read from its
+    own parse, :mod:`memory.extraction.handoff`) spares the texts' parse. The result
+    is the same as item by item, and with or without ``inputs`` (tested)."""
     texts = [item.content for item in items]
-    docs = parse(texts)
-    founds = [find_entities(text, doc) for text, doc in zip(texts, docs, strict=True)]
-    relations = [extract_relations(text, doc) for text, doc in zip(texts, docs, strict=True)]
+    handed = [
+        read_inputs(text, (inputs or {}).get(str(item.pk))) for item, text in zip(items, texts, strict=True)
+    ]
+    to_parse = [text for text, got in zip(texts, handed, strict=True) if got is None]
+    parsed = iter(parse(to_parse) if to_parse else [])
+    founds, relations = [], []
+    for text, got in zip(texts, handed, strict=True):
+        if got is None:
+            doc = next(parsed)
+            got = (find_entities(text, doc), extract_relations(text, doc))
+        founds.append(got[0])
+        relations.append(got[1])
     spans = [[r.cause for _, r in rels] + [r.effect for _, r in rels] for rels in relations]
     all_spans = [span for item_spans in spans for span in item_spans]
     all_terms = span_terms(all_spans)
-    wanted = [e.text for found in founds for e in found] + all_spans
-    vectors = embed_texts(wanted) if wanted else []
+    # An entity whose name the tenant already has needs no vector: store() finds it
+    # by name. Every spelling of a new name gets its own (a name merged into another
+    # entity as an alias is looked up by its own spelling's vector each time).
+    known = known_entities(
+        {(item.tenant_id, e.normalized) for item, found in zip(items, founds, strict=True) for e in found}
+    )
+    entity_texts = list(
+        dict.fromkeys(
+            e.text
+            for item, found in zip(items, founds, strict=True)
+            for e in found
+            if (item.tenant_id, e.normalized) not in known
+        )
+    )
+    vectors = cached_embeddings(entity_texts + all_spans) if entity_texts or all_spans else []
+    by_text = dict(zip(entity_texts, vectors[: len(entity_texts)], strict=True))
+    span_vectors = vectors[len(entity_texts) :]
     out = []
-    entity_at, span_at = 0, 0
-    first_span = len(wanted) - len(all_spans)  # spans follow every entity text
+    span_at = 0
     for item, text, found, rels, item_spans in zip(items, texts, founds, relations, spans, strict=True):
         out.append(
             Prepared(
@@ -116,12 +186,13 @@ def prepare(items: list[MemoryItem]) -> list[Prepared]:
                 text=text,
                 found=found,
                 relations=rels,
-                entity_vectors=vectors[entity_at : entity_at + len(found)],
-                span_vectors=vectors[first_span + span_at : first_span + span_at + len(item_spans)],
+                entity_vectors=[
+                    by_text[e.text] if (item.tenant_id, e.normalized) not in known else None for e in found
+                ],
+                span_vectors=span_vectors[span_at : span_at + len(item_spans)],
                 terms=all_terms[span_at : span_at + len(item_spans)],
             )
         )
-        entity_at += len(found)
         span_at += len(item_spans)
     return out
 
@@ -152,7 +223,15 @@ def store(prepared: Prepared) -> bool:
     (False when the item is gone)."""
     item_id, text, found, relations = prepared.item_id, prepared.text, prepared.found, prepared.relations
     tenant_id, terms, span_vectors = prepared.tenant_id, prepared.terms, prepared.span_vectors
+    own_transaction = not connection.in_atomic_block
     with transaction.atomic():
+        if own_transaction:
+            # Derived rows, status included, commit together: a commit lost in a
+            # server crash leaves the item pending, and the extraction sweep queues it
+            # again. So this transaction does not wait for its WAL flush (one per item
+            # otherwise). Never inside a caller's transaction: that may be a write.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
         # The row lock serializes two deliveries of the same task.
         locked = (
             MemoryItem.objects.select_for_update()
@@ -170,7 +249,11 @@ def store(prepared: Prepared) -> bool:
         previous = entities_of([item_id])
         Mention.objects.filter(item_id=item_id).delete()
         CausalEdge.objects.filter(item_id=item_id).delete()
-        cache: dict[str, Entity] = {}
+        # Every entity the item names that already exists, in one query.
+        names = {f.normalized for f in found}
+        cache: dict[str, Entity] = {
+            e.normalized: e for e in Entity.objects.filter(tenant_id=tenant_id, normalized__in=names)
+        }
         mentions = {}
         for entity_found, vector in zip(found, prepared.entity_vectors, strict=True):
             entity = _entity_for(tenant_id, entity_found, vector, cache)

@@ -322,7 +322,7 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
     """Replace an item's content: re-embedded, created_at kept, old and new text in history."""
     guards.modifiable(access, item_id, lock=False)  # 404 before the slow work
     text = checked_content(content)
-    findings, vectors = analyse([text])
+    findings, vectors, inputs = analyse([text])
     finding, vector = findings[0], vectors[0]
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
     with guards.modifying(access, item_id, "update") as item:
@@ -344,7 +344,7 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
             ]
         )  # fmt: skip
         history_row(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
-        items_written([item.pk])
+        items_written([item.pk], inputs={str(item.pk): inputs[0]} if inputs[0] else None)
     return item
 
 

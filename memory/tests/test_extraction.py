@@ -408,3 +408,141 @@ def test_span_links_never_cross_tenants(world):
     fact(system_access(world.agent), "Verbose debug logging led to a full disk on db-1.")
     fact(system_access(world.foreign_agent), "The crash happened because of a full disk on db-1.")
     assert not SpanLink.objects.exists()
+
+
+def _handed_inputs(items: list[MemoryItem]) -> dict[str, object]:
+    """The extraction inputs the writes of ``items`` put in their outbox messages."""
+    from core.models import OutboxMessage
+
+    ids = {str(item.pk) for item in items}
+    handed: dict[str, object] = {}
+    for message in OutboxMessage.objects.filter(task_name="memory.extract_items"):
+        handed.update({k: v for k, v in (message.kwargs.get("inputs") or {}).items() if k in ids})
+    return handed
+
+
+def _reset_extraction() -> None:
+    Mention.objects.all().delete()
+    CausalEdge.objects.all().delete()
+    Entity.objects.all().delete()
+    MemoryItem.objects.update(extraction_status="pending")
+
+
+def test_write_time_parse_handed_to_the_worker_gives_the_same_graph(world, access, monkeypatch):
+    import json
+
+    import numpy as np
+
+    from memory.extraction import pipeline
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS]
+    handed = _handed_inputs(items)
+    assert set(handed) == {str(item.pk) for item in items}
+    # Offsets, labels and cue words only: no piece of the content leaves with the task.
+    payload = json.dumps(handed)
+    for word in ("Maria", "Gonzalez", "Lisbon", "Berlin", "db-1", "fog"):
+        assert word not in payload
+    ids = [str(item.pk) for item in items]
+    extract_items(ids, batch=len(items))
+    parsed_in_worker = _derived(items)
+    _reset_extraction()
+    seen: list[str] = []
+    real_parse = pipeline.parse
+
+    def counting(texts):
+        seen.extend(texts)
+        return real_parse(texts)
+
+    monkeypatch.setattr(pipeline, "parse", counting)
+    extract_items(ids, batch=len(items), inputs=handed)
+    from_write = _derived(items)
+    assert not set(seen) & set(BATCH_TEXTS)  # only the short cause/effect spans were parsed
+    assert parsed_in_worker["edges"] and parsed_in_worker["mentions"] and parsed_in_worker["links"]
+    for key in ("mentions", "edges", "entities", "links", "status"):
+        assert from_write[key] == parsed_in_worker[key], key
+    for key, vector in parsed_in_worker["vectors"].items():
+        assert np.allclose(from_write["vectors"][key], vector, atol=1e-4)
+
+
+def test_stale_or_malformed_inputs_are_parsed_in_the_worker(world, access):
+    from memory.extraction.handoff import read_inputs, write_inputs
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS[:3]]
+    ids = [str(item.pk) for item in items]
+    extract_items(ids)
+    expected = _derived(items)
+    good = write_inputs([BATCH_TEXTS[0]])[0]
+    assert read_inputs(BATCH_TEXTS[0], good) is not None
+    # Read from another text (an update raced the task), malformed, or another configuration.
+    stale = write_inputs(["Heavy fog caused the flight delay."])[0]
+    broken = {**good, "entities": [["x", None, 3]]}
+    other = {**good, "extractors": ["rules", "model"]}
+    for inputs in (stale, broken, other, "nonsense"):
+        assert read_inputs(BATCH_TEXTS[0], inputs) is None
+    _reset_extraction()
+    extract_items(ids, inputs={ids[0]: stale, ids[1]: broken, ids[2]: other})
+    again = _derived(items)
+    for key in ("mentions", "edges", "entities", "links", "status"):
+        assert again[key] == expected[key], key
+
+
+def test_known_entities_are_not_embedded_again(world, access, monkeypatch):
+    from memory.extraction import pipeline
+
+    first = remember(access, "The payments-api crashed because of a full disk on db-1.", scope="agent").item
+    extract_items([str(first.pk)])
+    second = remember(access, "The payments-api recovered after db-1 was cleaned.", scope="agent").item
+    embedded: list[str] = []
+    real = pipeline.embed_texts
+
+    def counting(texts):
+        embedded.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(pipeline, "embed_texts", counting)
+    pipeline._vectors.clear()
+    extract_items([str(second.pk)])
+    before = {m.entity.normalized for m in Mention.objects.filter(item=first).select_related("entity")}
+    mentions = Mention.objects.filter(item=second).select_related("entity")
+    known = {m.text for m in mentions if m.entity.normalized in before}
+    assert "db-1" in {m.entity.normalized for m in mentions} and known
+    assert not known & set(embedded)
+    assert {m.text for m in mentions} - known <= set(embedded)
+
+
+def test_span_links_are_the_per_span_rule_applied_in_one_statement(
+    world, access, django_assert_max_num_queries
+):
+    from memory.extraction.links import FANOUT, link_edges, matching_spans
+    from memory.models import SpanLink
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS]
+    extract_items([str(item.pk) for item in items[:-1]])
+    last = remember(access, "A full disk on db-1 caused the database crash.", scope="agent").item
+    extract_items([str(last.pk)])
+    edges = list(CausalEdge.objects.filter(item=last))
+    assert edges
+    pool = CausalEdge.objects.filter(tenant_id=world.tenant.pk)
+    expected = set()
+    for edge in edges:
+        for m in matching_spans(pool, side="cause", terms=edge.effect_terms, vector=edge.effect_embedding,
+                                exclude=edge.pk, limit=FANOUT):  # fmt: skip
+            expected.add((edge.pk, m.edge_id, m.method, round(m.score, 5)))
+        for m in matching_spans(pool, side="effect", terms=edge.cause_terms, vector=edge.cause_embedding,
+                                exclude=edge.pk, limit=FANOUT):  # fmt: skip
+            expected.add((m.edge_id, edge.pk, m.method, round(m.score, 5)))
+    ids = [e.pk for e in edges]
+    stored = {
+        (link.source_id, link.target_id, link.method, round(link.score, 5))
+        for link in SpanLink.objects.filter(models_q_either(ids))
+    }
+    assert expected and stored == expected
+    SpanLink.objects.filter(models_q_either(ids)).delete()
+    with django_assert_max_num_queries(5):  # savepoint, SET LOCAL, the candidates, the insert, release
+        link_edges(world.tenant.pk, edges)
+
+
+def models_q_either(ids):
+    from django.db.models import Q
+
+    return Q(source_id__in=ids) | Q(target_id__in=ids)

@@ -77,6 +77,8 @@ class Prepared:
     embedding: Any
     dataset_pk: int | None = None
     dataset: str = ""
+    # What the write's parse says for the extraction (memory.extraction.handoff).
+    extraction_inputs: dict[str, Any] | None = None
 
     def dedup_keys(self, access: MemoryAccess) -> tuple[str, ...]:
         # A knowledge chunk is a duplicate only within its own dataset.

@@ -15,6 +15,7 @@ from core.vocabulary import Classification, Kind, RecordKind, Scope
 from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.extraction.handoff import write_inputs
 from memory.pii import detect_personal_data
 from memory.services.write.drafts import MAX_RETENTION_DAYS, MemoryDraft, Prepared
 from memory.services.write.tx import in_transaction
@@ -103,9 +104,10 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
         except ApiError as exc:
             checked.append(exc)
     texts = [c["content"] for c in checked if isinstance(c, dict)]
-    findings_list, vectors = analyse(texts)
+    findings_list, vectors, inputs_list = analyse(texts)
     findings = iter(findings_list)
     vector_iter = iter(vectors)
+    inputs = iter(inputs_list)
     out: list[Prepared | ApiError] = []
     for draft, c in zip(drafts, checked, strict=True):
         if not isinstance(c, dict):
@@ -113,6 +115,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
             continue
         finding = next(findings)
         vector = next(vector_iter)
+        extraction_inputs = next(inputs)
         personal = finding.personal_data or draft.personal_data
         try:
             enforcement.check_personal_data(access, personal_data=personal, types=finding.types)
@@ -141,6 +144,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
                 embedding=vector,
                 dataset_pk=draft.dataset_pk,
                 dataset=draft.dataset,
+                extraction_inputs=extraction_inputs,
             )
         )
     return out
@@ -149,8 +153,15 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
 _analysis_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedmem-pii")
 
 
-def analyse(texts: list[str]) -> tuple[list[Any], Any]:
-    """Personal-data findings and embeddings for ``texts``, computed side by side.
+def detect_and_read(texts: list[str]) -> tuple[list[Any], list[Any]]:
+    """Personal-data findings, then the extraction inputs from the same parse (the
+    parse is cached between the two: one parse per text)."""
+    return detect_personal_data(texts), write_inputs(texts)
+
+
+def analyse(texts: list[str]) -> tuple[list[Any], Any, list[Any]]:
+    """Personal-data findings, embeddings and extraction inputs for ``texts``: the
+    detection and the inputs (one parse) side by side with the embedding.
 
     spaCy (detection) runs mostly on one core while torch (embedding) spreads
     over the others and releases the GIL, so overlapping the two is what keeps a
@@ -159,7 +170,8 @@ def analyse(texts: list[str]) -> tuple[list[Any], Any]:
     """
     outside_transaction()
     if not texts:
-        return [], []
-    pending = _analysis_pool.submit(detect_personal_data, texts)
+        return [], [], []
+    pending = _analysis_pool.submit(detect_and_read, texts)
     vectors = embed_texts(texts)
-    return pending.result(), vectors
+    findings, inputs = pending.result()
+    return findings, vectors, inputs

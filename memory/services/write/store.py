@@ -160,6 +160,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
     fresh: list[MemoryItem] = []
     seen: dict[tuple[str, ...], MemoryItem] = _exact_duplicates(access, prepared)
     history: list[MemoryHistory] = []
+    handed: dict[str, Any] = {}
     now = timezone.now()
     for p in prepared:
         vector = p.embedding
@@ -204,6 +205,8 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             legal_hold=p.legal_hold,
         )
         fresh.append(item)
+        if p.extraction_inputs is not None:
+            handed[str(item.pk)] = p.extraction_inputs
         seen[key] = item
         outcomes.append(WriteOutcome(item, created=True, deduplicated=False))
     if fresh:
@@ -214,5 +217,5 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
     if history:
         MemoryHistory.objects.bulk_create(history)
     if fresh:
-        items_written([item.pk for item in fresh])
+        items_written([item.pk for item in fresh], inputs=handed)
     return outcomes
