@@ -1,7 +1,8 @@
 """Retrieval quality on public sets, measured through the REST API of a running server.
 
     python bench/eval_quality.py                      # every set, a fresh server
-    python bench/eval_quality.py --sets reasongraph   # reasongraph | contradictions | locomo
+    python bench/eval_quality.py --sets reasongraph   # reasongraph | reasongraph-heldout |
+                                                      # contradictions | locomo
     python bench/eval_quality.py --data ../shared/data --port 8401
 
 The bench starts fedmem as a user would (``manage.py fedmem_run``, default settings,
@@ -19,6 +20,8 @@ Sets and figures (top 10 of every read path):
   of the gold chain in the top 10), full@10 (whole chain in the top 10), recall@5,
   precision@5 (gold facts among the first five / 5); answer-root@1 (the root cause
   the answer states is the gold chain's first fact).
+* ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (German, Spanish, French),
+  scored as ``causal_cases.jsonl``; a check nothing is tuned on.
 * ``contradictions.jsonl``: each pair in an agent of its own, old then new with
   ``check_contradictions: true``; precision / recall / F1 of "the new write
   supersedes the old", and superseded-avoided: for true pairs, the share of read
@@ -425,7 +428,7 @@ def main() -> None:
     rg = args.data / "reasongraph"
     pairs = [json.loads(line) for line in (rg / "contradictions.jsonl").read_text().splitlines()]
     conversations = locomo_conversations(args.data / "locomo" / "locomo10.zip") if "locomo" in sets else []
-    names = ["causal", "extra"] + [f"pair-{n}" for n in range(len(pairs))]
+    names = ["causal", "extra", "heldout"] + [f"pair-{n}" for n in range(len(pairs))]
     names += [f"locomo-{n}" for n in range(len(conversations))]
     proc = None if args.url else start_server(args.data_dir, args.port)
     base = (args.url or f"http://127.0.0.1:{args.port}").rstrip("/")
@@ -438,12 +441,18 @@ def main() -> None:
             agents = provision(args.data_dir, f"eval-{int(time.time())}", names)
         vectors = Vectors()
         began = time.monotonic()
+        chain_sets = []
         if "reasongraph" in sets:
-            for label, (facts, questions) in (
-                ("causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")),
-                ("reasoning_cases_extra.jsonl", extra_cases(rg / "reasoning_cases_extra.jsonl")),
-            ):
-                agent = agents["causal" if label.startswith("causal") else "extra"]
+            chain_sets += [
+                ("causal", "causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")),
+                ("extra", "reasoning_cases_extra.jsonl", extra_cases(rg / "reasoning_cases_extra.jsonl")),
+            ]
+        if "reasongraph-heldout" in sets:
+            held = "causal_cases_batch3.jsonl"
+            chain_sets.append(("heldout", held, causal_cases(rg / held)))
+        if chain_sets:
+            for name, label, (facts, questions) in chain_sets:
+                agent = agents[name]
                 table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions)
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
                 print(

@@ -60,6 +60,11 @@ class WhatIfForm(forms.Form):
     direction = forms.ChoiceField(choices=[("effects", "effects"), ("causes", "causes")], required=False)
 
 
+class GraphWhyForm(forms.Form):
+    q = forms.CharField(max_length=500, label="Query")
+    agent = forms.UUIDField(label="Agent")
+
+
 class GraphForm(forms.Form):
     item = forms.UUIDField(required=False)
     entity = forms.IntegerField(required=False, min_value=1)

@@ -11,5 +11,6 @@ urlpatterns = [
     path("memories/<uuid:item_id>/what-if/", views.memory_what_if, name="memory-what-if"),
     path("graph/", views.graph_page, name="graph"),
     path("graph/data/", views.graph_data, name="graph-data"),
+    path("graph/why/", views.graph_why, name="graph-why"),
     path("dashboard/memory/", views.dashboard_memory, name="dashboard-memory"),
 ]

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 from core.errors import ApiError, NotFound, error_body
 from core.htmx import render_page
 from memory import browse
-from memory.forms import BrowseForm, GraphForm, TraceForm, WhatIfForm
+from memory.forms import BrowseForm, GraphForm, GraphWhyForm, TraceForm, WhatIfForm
 from memory.operations import graph as ops
 from memory.reasoning import graph
 
@@ -182,7 +182,7 @@ def graph_page(request: HttpRequest) -> HttpResponse:
     reader = _reader(request)
     form = GraphForm(request.GET or None)
     status = 200 if not form.is_bound or form.is_valid() else 400
-    context = {"form": form, "has_agents": bool(reader.agents)}
+    context = {"form": form, "has_agents": bool(reader.agents), "agents": reader.agents}
     return render(request, "memory/graph.html", context, status=status)
 
 
@@ -219,6 +219,23 @@ def graph_data(request: HttpRequest) -> JsonResponse:
     start, end = browse.time_bounds(elements)
     elements["time_range"] = {"start": start, "end": end}
     return JsonResponse(elements)
+
+
+@login_required
+@require_GET
+def graph_why(request: HttpRequest) -> HttpResponse:
+    """Why each fact ranked for ?q= in one viewable agent's memory (?agent=): the
+    retrieval core's signals, the bridge entities and causal links that reached it."""
+    reader = _reader(request)
+    form = GraphWhyForm(request.GET)
+    if not form.is_valid():
+        return render(request, "memory/partials/graph_why.html", {"form": form}, status=400)
+    access = next((a for a in reader.accesses if a.agent.pk == form.cleaned_data["agent"]), None)
+    if access is None:
+        raise Http404("Agent not found.")
+    found = ops.discover(access, ops.DiscoverRequest(query=form.cleaned_data["q"], max_results=10))
+    context = {"form": form, "agent": access.agent, "results": found.results}
+    return render(request, "memory/partials/graph_why.html", context)
 
 
 @login_required

@@ -151,3 +151,50 @@ def test_facts_of_another_engine_are_kept_and_measured_facts_are_floored():
         {"id": "c", "content": "z", "relevance": 0.5},
     ]
     assert [f["id"] for f in on_question(facts)] == ["chunk-001-0", "b", "c"]
+
+
+# An episode told across sessions: the root shares no word with the question, and a
+# fact about the same subject as one of the causes does not explain anything.
+PRESS = [
+    ("p1", "The cooling fan of the press motor failed on Monday."),
+    ("p1", "The failed fan let the press motor overheat."),
+    ("p2", "The overheated motor stopped the printing press."),
+    ("p3", "The stopped printing press delayed the morning newspaper."),
+]
+PRESS_ASIDE = ("p1", "The press motor is painted blue.")
+
+
+def test_why_answer_walks_back_to_a_root_below_the_relevance_floor_and_cites_it(world, as_agent, access):
+    from memory.reasoning.answer import RELEVANCE_FLOOR
+
+    items = [fact(access, text, session_id=session) for session, text in PRESS]
+    fact(access, PRESS_ASIDE[1], session_id=PRESS_ASIDE[0])
+    body = (
+        as_agent(world.agent)
+        .post(url(world.agent), {"query": "Why was the morning newspaper delayed?"}, format="json")
+        .json()
+    )
+    answer = body["answer"]
+    root = next(f for f in body["facts"] if f["id"] == str(items[0].pk))
+    assert root["why"]["relevance"] < RELEVANCE_FLOOR  # not on the question by itself
+    assert answer["detail"]["form"] == "why"
+    assert answer["detail"]["root_item_id"] == str(items[0].pk)
+    assert answer["text"].startswith("Root cause: The cooling fan of the press motor failed")
+    assert [h["item_id"] for h in body["chain"]][:3] == [str(i.pk) for i in items[:3]]
+    assert str(items[0].pk) in answer["citations"] and set(answer["citations"]) <= set(
+        answer["detail"]["fact_ids"]
+    )
+
+
+def test_why_question_without_a_supported_chain_says_so_and_still_cites(world, as_agent, access):
+    fact(access, "The morning newspaper has twelve pages.", session_id="n1")
+    fact(access, "Bob likes green tea.", session_id="n2")
+    body = (
+        as_agent(world.agent)
+        .post(url(world.agent), {"query": "Why was the morning newspaper delayed?"}, format="json")
+        .json()
+    )
+    answer = body["answer"]
+    assert answer["detail"]["form"] == "no_chain" and "root_item_id" not in answer["detail"]
+    assert answer["text"].startswith("No causal chain in memory explains this.")
+    assert answer["citations"] and body["chain"] == []

@@ -338,3 +338,34 @@ def test_nav_offers_memories_and_graph(client, world):
     client.force_login(world.auditor)
     page = client.get("/").content
     assert b'href="/memories/"' in page and b'href="/graph/"' in page
+
+
+def test_graph_why_shows_the_bridge_and_link_that_ranked_each_fact(client, world, access, incident, foreign):
+    marked = fact(
+        access, "Full disk alarms <script>alert(1)</script> paged the on-call team.", session_id="s9"
+    )
+    client.force_login(world.owner)
+    page = client.get("/graph/")
+    assert b'hx-get="/graph/why/"' in page.content and str(world.agent.pk).encode() in page.content
+    response = client.get("/graph/why/", {"q": "Why was revenue lost?", "agent": str(world.agent.pk)}, **HX)
+    assert response.status_code == 200 and b"<html" not in response.content
+    html = response.content.decode()
+    assert 'id="graph-why"' in html and "Relevance" in html
+    # A fact the graph reached names how: a bridge entity or a causal link between spans.
+    assert "causal link:" in html or "entity “" in html
+    assert str(incident[0].pk) in html
+    # Stored text is escaped; the other tenant's facts never show.
+    disk = client.get("/graph/why/", {"q": "full disk alarms", "agent": str(world.agent.pk)}).content.decode()
+    assert str(marked.pk) in disk and "<script>" not in disk and "&lt;script&gt;" in disk
+    assert not any(str(f.pk) in html + disk for f in foreign)
+
+
+def test_graph_why_bad_input_and_foreign_agents(client, world, incident):
+    client.force_login(world.owner)
+    assert client.get("/graph/why/", {"q": "", "agent": str(world.agent.pk)}).status_code == 400
+    assert client.get("/graph/why/", {"q": "disk", "agent": "not-a-uuid"}).status_code == 400
+    assert client.get("/graph/why/", {"q": "disk", "agent": str(world.foreign_agent.pk)}).status_code == 404
+    client.force_login(world.teammate)
+    assert client.get("/graph/why/", {"q": "disk", "agent": str(world.agent.pk)}).status_code == 404
+    client.logout()
+    assert client.get("/graph/why/", {"q": "disk", "agent": str(world.agent.pk)}).status_code == 302
