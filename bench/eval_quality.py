@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -148,19 +149,28 @@ class Api:
         self.base = f"{base}/v1/memory/agents/{agent['id']}/"
         self.headers = {"Authorization": f"Bearer {agent['key']}", "Content-Type": "application/json"}
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, idempotency_key: str | None = None) -> Any:
+        """One request, retried on 429/502/503 and on a dropped connection (a web
+        process restarted under load): reads are safe to repeat, and a write is sent
+        with an Idempotency-Key, so a retried batch is answered, never stored twice."""
         url = path if path.startswith("http") else self.base + path
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)  # noqa: S310
-        for attempt in range(5):
+        headers = dict(self.headers, **({"Idempotency-Key": idempotency_key} if idempotency_key else {}))
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
+        for attempt in range(8):
             try:
-                with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                with urllib.request.urlopen(request, timeout=300) as response:  # noqa: S310
                     return json.load(response)
             except urllib.error.HTTPError as error:
-                if error.code in (429, 502, 503) and attempt < 4:
+                if error.code in (429, 502, 503) and attempt < 7:
                     time.sleep(1 + attempt)
                     continue
                 raise SystemExit(f"{method} {url} -> {error.code}: {error.read()[:500]!r}") from None
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                if attempt < 7:
+                    time.sleep(2 + attempt)
+                    continue
+                raise SystemExit(f"{method} {url} -> {error}") from None
 
     def write(self, items: list[dict[str, Any]]) -> list[str]:
         """Batch writes; the ids in order (a deduplicated write answers the existing id)."""
@@ -170,7 +180,9 @@ class Api:
         for start in range(0, len(items), BATCH):
             # Agent scope: the agent's own memory, shared by its sessions.
             chunk = [{"scope": "agent", **item} for item in items[start : start + BATCH]]
-            body = self.call("POST", "memories/batch", {"items": chunk})
+            body = self.call(
+                "POST", "memories/batch", {"items": chunk}, idempotency_key=f"eval-{self.agent_id}-{start}"
+            )
             for result in body["results"]:
                 if "item" not in result:
                     raise SystemExit(f"write refused: {result}")
@@ -194,7 +206,10 @@ class Api:
         raise SystemExit("extraction did not finish")
 
     def recall(self, query: str, mode: str, top_k: int = 10) -> list[str]:
-        body = self.call("POST", "recall", {"query": query, "mode": mode, "top_k": top_k})
+        """``mode``: hybrid or graph (recall modes), vector or keyword (search modes)."""
+        request = {"query": query, "top_k": top_k}
+        request.update({"mode": mode} if mode in ("hybrid", "graph") else {"search_mode": mode})
+        body = self.call("POST", "recall", request)
         return [r["id"] for r in body["results"]]
 
     def discover(self, query: str) -> list[str]:
@@ -347,6 +362,11 @@ def eval_contradictions(base: str, agents: dict[str, dict[str, str]], pairs: lis
 
 # --- LoCoMo -------------------------------------------------------------------------------
 
+# Conversations 0-4 tune, 5-9 are held out: every LoCoMo figure is printed for both
+# halves and all ten, so a gain that does not carry to unseen text shows.
+LOCOMO_TUNE = range(5)
+_TOKEN = re.compile(r"\w+")
+
 
 def locomo_conversations(zip_path: Path) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="fedmem-locomo-") as tmp:
@@ -356,48 +376,145 @@ def locomo_conversations(zip_path: Path) -> list[dict[str, Any]]:
         return [json.loads(f.read_text(encoding="utf-8")) for f in files]
 
 
-def eval_locomo(base: str, agents: dict[str, dict[str, str]], vectors: Vectors, conversations: Any) -> Any:
-    counts = {p: [0, 0] for p in ("vector", "hybrid", "graph")}
-    questions = 0
-    apis = []
-    for n, conv in enumerate(conversations):
+def locomo_turns(conv: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(dia_id, session key, "speaker: text") of every turn, sessions in order."""
+    turns = []
+    for key in sorted((k for k in conv if k.startswith("session_") and isinstance(conv[k], list)),
+                      key=lambda k: int(k.split("_")[1])):  # fmt: skip
+        for turn in conv[key]:
+            turns.append((turn["dia_id"], key, f"{turn['speaker']}: {turn['text']}"))
+    return turns
+
+
+class Bm25:
+    """Plain Okapi BM25 (k1 1.2, b 0.75) over lower-cased words, no stemming, no
+    stopword list: the textbook lexical baseline, computed here (no fedmem)."""
+
+    def __init__(self, texts: list[str], k1: float = 1.2, b: float = 0.75) -> None:
+        import math
+        from collections import Counter
+
+        self.docs = [Counter(_TOKEN.findall(t.lower())) for t in texts]
+        self.lengths = [sum(d.values()) for d in self.docs]
+        self.avg = sum(self.lengths) / max(len(self.docs), 1)
+        df: Counter[str] = Counter()
+        for d in self.docs:
+            df.update(d.keys())
+        n = len(self.docs)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+        self.k1, self.b = k1, b
+
+    def top(self, ids: list[str], query: str, k: int = 10) -> list[str]:
+        words = set(_TOKEN.findall(query.lower()))
+        scored = []
+        for i, (doc, length) in enumerate(zip(self.docs, self.lengths, strict=True)):
+            s = 0.0
+            for w in words & doc.keys():
+                tf = doc[w]
+                s += (
+                    self.idf[w]
+                    * tf
+                    * (self.k1 + 1)
+                    / (tf + self.k1 * (1 - self.b + self.b * length / self.avg))
+                )
+            if s > 0:
+                scored.append((s, i))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        out: list[str] = []
+        for _s, i in scored:
+            if ids[i] not in out:
+                out.append(ids[i])
+            if len(out) == k:
+                break
+        return out
+
+
+def eval_locomo(
+    base: str, agents: dict[str, dict[str, str]], vectors: Vectors, conversations: Any, paths: tuple[str, ...]
+) -> Any:
+    """Per conversation n and read path: [questions, any@10 hits, all@10 hits], and
+    the API latencies per path (ms).
+
+    Each conversation's turns go to its own agent in batches (conversations written
+    two at a time). Recall needs only what the write itself stores (embedding and
+    full-text vector), so the bench waits for extraction only when graph mode is read."""
+    loaded = [(n, conv, locomo_turns(conv)) for n, conv in enumerate(conversations)]
+
+    def load(entry: tuple[int, Any, list[tuple[str, str, str]]]) -> tuple[Api, list[str]]:
+        n, _conv, turns = entry
         api = Api(base, agents[f"locomo-{n}"])
-        turns = []
-        for key in sorted((k for k in conv if k.startswith("session_") and isinstance(conv[k], list)),
-                          key=lambda k: int(k.split("_")[1])):  # fmt: skip
-            for turn in conv[key]:
-                turns.append((turn["dia_id"], key, f"{turn['speaker']}: {turn['text']}"))
         ids = api.write([{"content": text, "session_id": session, "metadata": {"turn": dia}}
                          for dia, session, text in turns])  # fmt: skip
-        apis.append((api, conv, turns, ids))
-    for api, conv, turns, ids in apis:
-        api.wait_extracted(len(set(ids)))
+        return api, ids
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        written = list(pool.map(load, loaded))
+    if "graph" in paths:
+        for api, ids in written:
+            api.wait_extracted(len(set(ids)))
+    counts: dict[int, dict[str, list[int]]] = {}
+    latency: dict[str, list[float]] = {p: [] for p in paths if p not in ("vector", "bm25")}
+    for (n, conv, turns), (api, ids) in zip(loaded, written, strict=True):
         dias: dict[str, set[str]] = {}
         for (dia, _s, _t), pk in zip(turns, ids, strict=True):
             dias.setdefault(pk, set()).add(dia)
-        matrix = vectors.embed([t for _d, _s, t in turns])
+        texts = [t for _d, _s, t in turns]
+        matrix = vectors.embed(texts) if "vector" in paths else None
+        bm25 = Bm25(texts) if "bm25" in paths else None
         asked = [q for q in conv["qa"] if q.get("category") != 5 and q.get("evidence")]
 
         def one(q: dict[str, Any], api: Api = api, matrix: Any = matrix, ids: list[str] = ids,
-                dias: dict[str, set[str]] = dias) -> dict[str, tuple[bool, bool]]:  # fmt: skip
+                dias: dict[str, set[str]] = dias,
+                bm25: Bm25 | None = bm25) -> dict[str, tuple[bool, bool]]:  # fmt: skip
             evidence = set(q["evidence"])
             out = {}
-            for path, ranked in (
-                ("vector", vectors.top(matrix, ids, q["question"])),
-                ("hybrid", api.recall(q["question"], "hybrid")),
-                ("graph", api.recall(q["question"], "graph")),
-            ):
+            for path in paths:
+                if path == "vector":
+                    ranked = vectors.top(matrix, ids, q["question"])
+                elif path == "bm25":
+                    ranked = bm25.top(ids, q["question"]) if bm25 else []
+                else:
+                    began = time.perf_counter()
+                    ranked = api.recall(q["question"], path)
+                    latency[path].append((time.perf_counter() - began) * 1000)
                 found = set().union(*(dias.get(pk, set()) for pk in ranked[:10]))
                 out[path] = (bool(evidence & found), evidence <= found)
             return out
 
+        row = counts[n] = {p: [0, 0, 0] for p in paths}
         with ThreadPoolExecutor(max_workers=2) as pool:
             for result in pool.map(one, asked):
-                questions += 1
                 for path, (any_hit, all_hit) in result.items():
-                    counts[path][0] += any_hit
-                    counts[path][1] += all_hit
-    return {p: (c[0] / questions, c[1] / questions) for p, c in counts.items()}, questions
+                    row[path][0] += 1
+                    row[path][1] += any_hit
+                    row[path][2] += all_hit
+    return counts, latency
+
+
+def print_locomo(counts: dict[int, dict[str, list[int]]], latency: dict[str, list[float]]) -> None:
+    groups = (
+        ("tune 0-4", [n for n in counts if n in LOCOMO_TUNE]),
+        ("held-out 5-9", [n for n in counts if n not in LOCOMO_TUNE]),
+        ("all", list(counts)),
+    )
+    paths = list(next(iter(counts.values())))
+    labels = {"vector": "vector (MiniLM, no fedmem)", "bm25": "BM25 (plain, no fedmem)",
+              "keyword": "recall keyword", "hybrid": "recall (default)", "graph": "recall graph"}  # fmt: skip
+    questions = {g: sum(counts[n][paths[0]][0] for n in ns) for g, ns in groups}
+    print(f"{'read path':<28}" + "".join(f"{g + f' ({questions[g]} q)':>24}" for g, _ in groups))
+    print(f"{'':<28}" + "".join(f"{'any@10':>14}{'all@10':>10}" for _ in groups))
+    for path in paths:
+        cells = []
+        for _g, ns in groups:
+            q = sum(counts[n][path][0] for n in ns) or 1
+            cells.append(f"{sum(counts[n][path][1] for n in ns) / q:>14.3f}"
+                         f"{sum(counts[n][path][2] for n in ns) / q:>10.3f}")  # fmt: skip
+        print(f"{labels.get(path, path):<28}" + "".join(cells))
+    for path, values in latency.items():
+        if values:
+            values = sorted(values)
+            print(f"API latency {path}: p50 {values[len(values) // 2]:.0f} ms, "
+                  f"p95 {values[int(len(values) * 0.95)]:.0f} ms (2 client threads)")  # fmt: skip
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -414,6 +531,12 @@ def main() -> None:
     parser.add_argument("--sets", default="reasongraph,contradictions,locomo")
     parser.add_argument(
         "--reuse", action="store_true", help="with --url: reuse the agents and data of the last run (tuning)"
+    )
+    parser.add_argument(
+        "--locomo-paths",
+        default="vector,bm25,keyword,hybrid",
+        help="LoCoMo read paths: vector, bm25 (both computed here), keyword, hybrid, "
+        "graph (waits for extraction)",
     )
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -470,13 +593,12 @@ def main() -> None:
             print("superseded kept out of top 5 (query: the old statement): " +
                   ", ".join(f"{p} {v:.2f}" for p, v in c["avoided"].items()))  # fmt: skip
         if conversations:
-            table, n = eval_locomo(base, agents, vectors, conversations)
-            print(
-                f"\nLoCoMo: {len(conversations)} conversations, {n} questions (category 5 excluded), top 10"
-            )
-            print(f"{'read path':<22}{'any@10':>8}{'all@10':>8}")
-            for path, (any_hit, all_hit) in table.items():
-                print(f"{path:<22}{any_hit:>8.2f}{all_hit:>8.2f}")
+            paths = tuple(args.locomo_paths.split(","))
+            counts, latency = eval_locomo(base, agents, vectors, conversations, paths)
+            n = sum(row[paths[0]][0] for row in counts.values())
+            print(f"\nLoCoMo: {len(conversations)} conversations, {n} questions (category 5 excluded), "
+                  "turn evidence in the top 10")  # fmt: skip
+            print_locomo(counts, latency)
         print(f"\n(elapsed {time.monotonic() - began:.0f} s)")
         state.write_text(json.dumps({"agents": agents, "written": Api.written}))
     finally:

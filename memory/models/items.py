@@ -119,7 +119,9 @@ class MemoryItem(models.Model):
             # page sorts the tenant's rows (~300 ms at 100k items).
             models.Index(fields=["tenant", "-created_at", "-id"], name="memory_item_tenant_recent"),
             models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
-            models.Index(fields=["agent", "session_id"], name="memory_item_session"),
+            # A session's items in write order: session context in hybrid recall finds
+            # each candidate's neighbours with one probe each, however long the session.
+            models.Index(fields=["agent", "session_id", "created_at"], name="memory_item_session_order"),
             # The extraction sweep reads only pending items; the rest of the table is settled.
             models.Index(
                 fields=["updated_at"],

@@ -13,9 +13,18 @@ the caller's view is ever scored:
   ``FEDMEM_RETRIEVAL_CANDIDATES``;
 * hybrid: the BM25 list is ranked by the database while the query is embedded
   (every word required only under ``FEDMEM_HYBRID_KEYWORD_MATCH=all``), then one
-  statement takes the vector list and fuses both by reciprocal rank fusion, ``1/(k + rank)`` summed
-  (k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
+  statement takes the vector list and fuses both, linearly (default: dense weight x
+  cosine + the rest x BM25 coverage) or by reciprocal rank fusion (``1/(k + rank)``
+  summed, k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
+* session context (linear fusion): an item written in a session also gains
+  ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the fused score of the better of its two
+  neighbours in that session (the visible items written just before and just after
+  it). In a conversation the answer to a question often sits in the turn after the
+  one that words it ("what's your favourite game?" / "Xenoblade, I play it daily"),
+  and a reply's meaning leans on the turn it answers. The neighbours are found in
+  the same statement through the (agent, session, created_at) index, two probes per
+  candidate, and only their score is used: a neighbour is never returned for being one.
 """
 
 from __future__ import annotations
@@ -172,6 +181,16 @@ def _vector_literal(vector: Any) -> str:
     return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
+def _signals(row: Any) -> dict[str, Any]:
+    signals: dict[str, Any] = {}
+    if row.kcoverage is not None:
+        signals["lexical"] = float(row.kcoverage)
+    if row.context is not None:
+        # The better neighbour's fused score (before the context weight).
+        signals["context"] = float(row.context)
+    return signals
+
+
 def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None) -> list[Hit]:
     """Rank what ``access`` may read. ``visible`` replaces that condition when the
     caller built it from :mod:`memory.enforcement` itself (the console's union of
@@ -257,10 +276,43 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     similarity = "1 - (m.embedding <=> %s::vector)" if vector is not None else "NULL::float"
     select_params: list[Any] = [vector] if vector is not None else []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
+    context_join = ""
+    context = "NULL::float"
     if linear:
         dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
         score = "(%s * (1 - (m.embedding <=> %s::vector)) + %s * f.kcoverage)"
         select_params.extend([dense, vector, 1 - dense])
+        context_weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
+        if context_weight > 0:
+            # The neighbours' fused scores, on the same scale as the item's own.
+            context = (
+                "greatest(%s * (1 - (nb_prev.embedding <=> %s::vector)) + %s * coalesce(kp.coverage, 0), "
+                "%s * (1 - (nb_next.embedding <=> %s::vector)) + %s * coalesce(kn.coverage, 0))"
+            )
+            context_params = [dense, vector, 1 - dense, dense, vector, 1 - dense]
+            # Textual order: the context column (before the score), then the score's
+            # own terms, the weight and the context again.
+            select_params[1:1] = context_params
+            score = f"({score} + %s * coalesce({context}, 0))"
+            select_params.extend([context_weight, *context_params])
+            nsql, nparams = base.values_list(
+                "id", "embedding", "agent_id", "session_id", "created_at"
+            ).query.sql_with_params()
+            ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
+            params.extend(nparams)
+            context_join = " ".join(  # fixed fragments only
+                [
+                    "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
+                    "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
+                    "AND (n.created_at, n.id) < (m.created_at, m.id)",
+                    "ORDER BY n.created_at DESC, n.id DESC LIMIT 1) nb_prev ON true",
+                    "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
+                    "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
+                    "AND (n.created_at, n.id) > (m.created_at, m.id)",
+                    "ORDER BY n.created_at, n.id LIMIT 1) nb_next ON true",
+                    "LEFT JOIN kr kp ON kp.id = nb_prev.id LEFT JOIN kr kn ON kn.id = nb_next.id",
+                ]
+            )
     else:
         score = "f.base"
     if vector is not None and keyword_rows is not None and weight > 0:
@@ -291,7 +343,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     sql = (
         f"WITH {', '.join(ctes)}, f AS ({fused}), "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
-        f"{score} AS score FROM f JOIN memory_item m ON m.id = f.fid {where} ORDER BY {order} LIMIT %s), "
+        f"{context} AS context, {score} AS score FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
+        f"{where} ORDER BY {order} LIMIT %s), "
         f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
     )
     params = [*params, *select_params, *where_params, limit]
@@ -303,7 +356,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             vector_rank=row.vrank,
             keyword_rank=row.krank,
             keyword_score=None if row.kscore is None else float(row.kscore),
-            signals={} if row.kcoverage is None else {"lexical": float(row.kcoverage)},
+            signals=_signals(row),
         )
         for row in MemoryItem.objects.raw(sql, params)
     ]

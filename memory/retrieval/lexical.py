@@ -33,8 +33,8 @@ from django.db.models.expressions import RawSQL
 
 from memory.models.items import TEXT_SEARCH_CONFIG
 
-K1 = 1.2
-B = 0.75
+K1 = 0.9
+B = 0.4
 MAX_QUERY_TERMS = 32
 # Summed document frequency of the lexemes that select candidates (see module doc).
 POSTINGS_BUDGET = 4000

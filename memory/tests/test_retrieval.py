@@ -11,7 +11,7 @@ from governance.services.policies import policy_version_create
 from memory.enforcement import Keys, system_access
 from memory.models import MemoryItem
 from memory.retrieval.hybrid import RecallQuery, retrieve
-from memory.services.items import MemoryDraft, memory_remember
+from memory.services.items import MemoryDraft, memory_remember, memory_remember_batch
 from memory.tests.conftest import remember
 from memory.tests.data.retrieval_set import MEMORIES, QUERIES
 
@@ -172,3 +172,64 @@ def test_policy_max_classification_filters_reads(world):
     policy_version_create(agent=world.agent, policy={"max_classification": "internal"})
     stricter = system_access(world.agent)
     assert _contents(_recall(stricter, "salary bands")) == []
+
+
+# --- session context -------------------------------------------------------------------
+
+CONVERSATION = [
+    "Joanna: Practice is everything, isn't it? So what's your favourite video game?",
+    "Nate: Right now it's Xenoblade Chronicles, I play it every night.",
+    "Joanna: Nice, I should try it some time.",
+]
+# Closer to the question by wording, but no answer to it.
+DISTRACTORS = [
+    "Nate: Video games are a great escape after a long day.",
+    "Nate: My favourite snack while watching a film is popcorn.",
+]
+
+
+def _conversation(access, *, session="s1"):
+    written = memory_remember_batch(
+        access=access,
+        drafts=[MemoryDraft(content=c, scope="agent", session_id=session) for c in CONVERSATION],
+    )
+    for n, content in enumerate(DISTRACTORS):
+        remember(access, content, scope="agent", session_id=f"other-{n}")
+    return [r.outcome.item for r in written]
+
+
+def test_a_batch_keeps_its_request_order_in_created_at(access):
+    items = _conversation(access)
+    stored = [MemoryItem.objects.get(pk=item.pk).created_at for item in items]
+    assert stored == sorted(stored) and len(set(stored)) == len(stored)
+
+
+def test_a_reply_gains_the_score_of_the_turn_it_answers(access, settings):
+    question, reply, _ = _conversation(access)
+    query = "What is Nate's favourite video game?"
+    hits = _recall(access, query, scopes=("agent",), top_k=5)
+    by_pk = {hit.item.pk: hit for hit in hits}
+    hit = by_pk[reply.pk]
+    # Own fused score + context weight x the better neighbour's fused score.
+    own = 0.6 * hit.similarity + 0.4 * hit.signals["lexical"]
+    assert hit.score == pytest.approx(own + 0.4 * hit.signals["context"], rel=1e-4)
+    neighbour = by_pk[question.pk]
+    assert hit.signals["context"] >= 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"] - 1e-6
+    with_context = _contents(hits).index(reply.content)
+    settings.FEDMEM_HYBRID_CONTEXT_WEIGHT = 0.0
+    without = _recall(access, query, scopes=("agent",), top_k=5)
+    assert all("context" not in h.signals for h in without)
+    # The reply climbs past merely similar lines only with its session's context.
+    assert _contents(without).index(reply.content) > with_context
+
+
+def test_items_without_a_session_or_a_visible_neighbour_get_no_context(access):
+    remember(access, "Nate: Right now it's Xenoblade Chronicles, I play it every night.", scope="agent")
+    [hit] = _recall(access, "Xenoblade Chronicles", scopes=("agent",), top_k=1)
+    assert "context" not in hit.signals
+    question, reply, after = _conversation(access, session="s2")
+    # A retired neighbour is invisible: it lends the reply no score.
+    retired = timezone.now() - timedelta(minutes=1)
+    MemoryItem.objects.filter(pk__in=[question.pk, after.pk]).update(invalid_at=retired)
+    hits = {h.item.pk: h for h in _recall(access, "favourite video game", scopes=("agent",), top_k=10)}
+    assert "context" not in hits[reply.pk].signals

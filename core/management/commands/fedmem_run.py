@@ -39,6 +39,11 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
         python, "-m", "uvicorn", "fedmem_site.asgi:application", "--host", host, "--port", port,
         "--workers", str(options["web_workers"]), "--no-access-log", "--lifespan", "off",
         "--http", "fedmem_site.http_protocol:NoDelayH11Protocol",
+        # uvicorn kills a worker that misses a 5 s health ping; a worker holding the
+        # GIL in a batch's personal-data detection on a busy machine misses it, and
+        # the kill drops every request it was serving (seen: a restart loop under
+        # load average 20). A hung worker is still replaced, just not a busy one.
+        "--timeout-worker-healthcheck", "60",
     ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ advisory locks, so the same content under the same scope keys yields one item.""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -199,8 +200,10 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             metadata=p.metadata,
             content_hash=p.content_hash,
             embedding=vector,
-            created_at=now,
-            valid_from=now,
+            # One microsecond apart in request order: a batch (a transcript, a
+            # session's turns) keeps its order, which session context reads.
+            created_at=now + timedelta(microseconds=len(fresh)),
+            valid_from=now + timedelta(microseconds=len(fresh)),
             retention_until=p.retention_until,
             legal_hold=p.legal_hold,
         )
