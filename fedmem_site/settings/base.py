@@ -160,6 +160,10 @@ if _pool_size:
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The app role may SELECT and INSERT audit events, nothing else (core.database.seal).
+# Only test databases also grant TRUNCATE: Django empties every table between
+# transactional tests.
+AUDIT_TABLE_TRUNCATE_GRANT = False
 
 # --- Identity -------------------------------------------------------------------
 AUTH_USER_MODEL = "governance.User"
