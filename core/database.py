@@ -195,7 +195,7 @@ def provision(socket_dir: str, name: str, *, role: str = APP_ROLE) -> None:
                 db.execute("CREATE EXTENSION IF NOT EXISTS vector")
         with _superuser(socket_dir, name) as db:
             transfer_ownership(db, role=role)
-            seal(db, role=role)
+            seal(db, role=role, reseal=False)
 
 
 def transfer_ownership(conn: Any, *, role: str = APP_ROLE) -> int:
@@ -247,17 +247,22 @@ def transfer_ownership(conn: Any, *, role: str = APP_ROLE) -> int:
     return len(rows) + len(functions)
 
 
-def _exists(conn: Any) -> bool:
-    found = conn.execute(
-        "SELECT count(*) FROM pg_class WHERE relname = ANY(%s) AND relnamespace = 'public'::regnamespace",
+def _owners(conn: Any) -> set[str]:
+    """Owners of the append-only tables (empty before migrations created them)."""
+    rows = conn.execute(
+        "SELECT relname, pg_get_userbyid(relowner) FROM pg_class "
+        "WHERE relname = ANY(%s) AND relnamespace = 'public'::regnamespace",
         [list(APPEND_ONLY_TABLES)],
-    ).fetchone()
-    return bool(found and found[0] == len(APPEND_ONLY_TABLES))
+    ).fetchall()
+    return {owner for _, owner in rows} if len(rows) == len(APPEND_ONLY_TABLES) else set()
 
 
-def seal(conn: Any, *, role: str = APP_ROLE, truncate: bool = False) -> bool:
-    """Apply :func:`seal_statements` when the audit table exists (after migrations)."""
-    if not _exists(conn):
+def seal(conn: Any, *, role: str = APP_ROLE, truncate: bool = False, reseal: bool = True) -> bool:
+    """Apply :func:`seal_statements` when the audit table exists (after migrations).
+    ``reseal=False`` (process start) leaves a table already sealed as it is, with the
+    grants its last ``migrate`` gave it (a test database's TRUNCATE included)."""
+    owners = _owners(conn)
+    if not owners or (not reseal and owners == {SUPERUSER}):
         return False
     for statement in seal_statements(role=role, truncate=truncate):
         conn.execute(statement)
@@ -265,7 +270,7 @@ def seal(conn: Any, *, role: str = APP_ROLE, truncate: bool = False) -> bool:
 
 
 def unseal(conn: Any, *, role: str = APP_ROLE) -> bool:
-    if not _exists(conn):
+    if not _owners(conn):
         return False
     for statement in unseal_statements(role=role):
         conn.execute(statement)

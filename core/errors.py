@@ -83,6 +83,7 @@ class ErrorCode(StrEnum):
     MEMORY_NO_ENGINES = "memory_no_engines"
     MEMORY_NOT_FOUND = "memory_not_found"
     MEMORY_NOT_SUPERSEDED = "memory_not_superseded"
+    MEMORY_SUPERSEDED = "memory_superseded"
     MEMORY_POLICY_VIOLATION = "memory_policy_violation"
     NO_TENANT = "no_tenant"
     NOT_A_MEMBER = "not_a_member"
@@ -311,6 +312,12 @@ class MemoryNotFound(NotFound):
 
 class MemoryNotSuperseded(Conflict):
     code = ErrorCode.MEMORY_NOT_SUPERSEDED
+
+
+class MemorySuperseded(Conflict):
+    """A concurrent change retired the item while this request waited for its row."""
+
+    code = ErrorCode.MEMORY_SUPERSEDED
 
 
 class NoTenant(Forbidden):
