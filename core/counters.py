@@ -34,18 +34,22 @@ RETURNING count
 """
 
 
+class _Shared:
+    """One connection per process, shared by its threads under a lock (a counter
+    statement takes well under a millisecond). Not per backend instance: Django
+    builds cache backends per thread and async context, so under ASGI every request
+    would open (and leave behind) a connection of its own."""
+
+    lock = threading.Lock()
+    connection: Any = None
+    target: tuple[Any, ...] | None = None
+
+
 class DatabaseCounterCache(BaseCache):
     """``add`` / ``incr`` / ``get`` / ``delete`` / ``clear`` over ``core_counter``."""
 
     def __init__(self, location: str, params: dict[str, Any]) -> None:
         super().__init__(params)
-        # One connection per process, shared by its threads under a lock (a counter
-        # statement takes well under a millisecond). Not one per thread: under ASGI
-        # every request runs on a thread of its own, which would leave a connection
-        # behind per request.
-        self._lock = threading.Lock()
-        self._connection: Any = None
-        self._target: tuple[Any, ...] | None = None
 
     def _conn(self) -> Any:
         import psycopg
@@ -54,8 +58,8 @@ class DatabaseCounterCache(BaseCache):
         params = connections["default"].settings_dict
         # The test runner renames the database after start-up: follow it.
         target = (params["HOST"], params["PORT"], params["NAME"], params["USER"])
-        conn = self._connection
-        if conn is not None and (conn.closed or self._target != target):
+        conn = _Shared.connection
+        if conn is not None and (conn.closed or _Shared.target != target):
             conn.close()
             conn = None
         if conn is None:
@@ -68,25 +72,25 @@ class DatabaseCounterCache(BaseCache):
                 autocommit=True,
                 **{k: v for k, v in params.get("OPTIONS", {}).items() if k != "pool"},
             )
-            self._connection, self._target = conn, target
+            _Shared.connection, _Shared.target = conn, target
         return conn
 
     def _execute(self, sql: str, params: Any = None) -> tuple[Any, int]:
         """The first row (or None) and the row count."""
         import psycopg
 
-        with self._lock:
+        with _Shared.lock:
             try:
                 cursor = self._conn().execute(sql, params)
             except psycopg.OperationalError:
                 # The server restarted or dropped an idle connection: once more, afresh.
-                self._connection.close()
+                _Shared.connection.close()
                 cursor = self._conn().execute(sql, params)
             return (cursor.fetchone() if cursor.description else None), cursor.rowcount
 
     @property
     def connected(self) -> bool:
-        return self._connection is not None and not self._connection.closed
+        return _Shared.connection is not None and not _Shared.connection.closed
 
     def _seconds(self, timeout: Any) -> float:
         seconds = self.get_backend_timeout(timeout)
@@ -129,10 +133,10 @@ class DatabaseCounterCache(BaseCache):
         )
 
     def delete(self, key: str, version: int | None = None) -> bool:
-        cursor = self._execute(
+        _, count = self._execute(
             "DELETE FROM core_counter WHERE key = %s", [self.make_and_validate_key(key, version)]
         )
-        return bool(cursor.rowcount)
+        return bool(count)
 
     def touch(self, key: str, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
         raise NotImplementedError("counters do not move their windows")
@@ -145,10 +149,10 @@ class DatabaseCounterCache(BaseCache):
 
     def close_all(self) -> None:
         """Close the connection (before a test database is dropped)."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-            self._connection = None
+        with _Shared.lock:
+            if _Shared.connection is not None:
+                _Shared.connection.close()
+            _Shared.connection = None
 
 
 def _now_offset() -> float:

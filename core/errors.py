@@ -61,6 +61,7 @@ class ErrorCode(StrEnum):
     ENTITY_NOT_FOUND = "entity_not_found"
     ERASURE_FENCED = "erasure_fenced"
     ERASURE_NOT_COMPLETED = "erasure_not_completed"
+    ERASURE_COMPLETED = "erasure_completed"
     ERASURE_REQUEST_NOT_FOUND = "erasure_request_not_found"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     JOB_NOT_FOUND = "job_not_found"
@@ -236,6 +237,12 @@ class ErasureFenced(Conflict):
 
 class ErasureNotCompleted(Conflict):
     code = ErrorCode.ERASURE_NOT_COMPLETED
+
+
+class ErasureCompleted(Conflict):
+    """A retry of an erasure that already completed: there is nothing to redo."""
+
+    code = ErrorCode.ERASURE_COMPLETED
 
 
 class ErasureRequestNotFound(NotFound):
