@@ -45,16 +45,33 @@ def pytest_sessionstart(session) -> None:
         pass  # not allowed to list or drop: leave it to the operator
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Counters in the in-process cache (rate limits, failed-login lockouts) start at
-    zero in every test: all test requests come from one address."""
+@pytest.fixture(scope="session", autouse=True)
+def _counter_connections(django_db_setup):
+    """The counter table's own connections close before the test database is
+    dropped (it refuses while anyone is connected)."""
     yield
     from django.conf import settings
-    from django.core.cache import cache
+    from django.core.cache import caches
+
+    if settings.CACHES["counters"]["BACKEND"].endswith("DatabaseCounterCache"):
+        caches["counters"].close_all()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Counters (rate limits, failed-login lockouts) start at zero in every test: all
+    test requests come from one address. The counter table is written on a
+    connection of its own, so the test's rollback does not clear it."""
+    yield
+    from django.conf import settings
+    from django.core.cache import caches
 
     if settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
-        cache.clear()
+        caches["default"].clear()
+    if settings.CACHES["counters"]["BACKEND"].endswith("DatabaseCounterCache"):
+        counters = caches["counters"]
+        if counters.connected:  # used by this test
+            counters.clear()
 
 
 @dataclass

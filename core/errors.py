@@ -61,6 +61,7 @@ class ErrorCode(StrEnum):
     ENTITY_NOT_FOUND = "entity_not_found"
     ERASURE_FENCED = "erasure_fenced"
     ERASURE_NOT_COMPLETED = "erasure_not_completed"
+    ERASURE_COMPLETED = "erasure_completed"
     ERASURE_REQUEST_NOT_FOUND = "erasure_request_not_found"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     JOB_NOT_FOUND = "job_not_found"
@@ -83,6 +84,7 @@ class ErrorCode(StrEnum):
     MEMORY_NO_ENGINES = "memory_no_engines"
     MEMORY_NOT_FOUND = "memory_not_found"
     MEMORY_NOT_SUPERSEDED = "memory_not_superseded"
+    MEMORY_SUPERSEDED = "memory_superseded"
     MEMORY_POLICY_VIOLATION = "memory_policy_violation"
     NO_TENANT = "no_tenant"
     NOT_A_MEMBER = "not_a_member"
@@ -238,6 +240,12 @@ class ErasureNotCompleted(Conflict):
     code = ErrorCode.ERASURE_NOT_COMPLETED
 
 
+class ErasureCompleted(Conflict):
+    """A retry of an erasure that already completed: there is nothing to redo."""
+
+    code = ErrorCode.ERASURE_COMPLETED
+
+
 class ErasureRequestNotFound(NotFound):
     code = ErrorCode.ERASURE_REQUEST_NOT_FOUND
 
@@ -312,6 +320,12 @@ class MemoryNotFound(NotFound):
 
 class MemoryNotSuperseded(Conflict):
     code = ErrorCode.MEMORY_NOT_SUPERSEDED
+
+
+class MemorySuperseded(Conflict):
+    """A concurrent change retired the item while this request waited for its row."""
+
+    code = ErrorCode.MEMORY_SUPERSEDED
 
 
 class NoTenant(Forbidden):

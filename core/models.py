@@ -1,4 +1,4 @@
-"""Infrastructure rows (no domain data): the transactional outbox."""
+"""Infrastructure rows (no domain data): the transactional outbox, shared counters."""
 
 from __future__ import annotations
 
@@ -34,3 +34,18 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name} ({'sent' if self.sent_at else 'pending'})"
+
+
+class Counter(models.Model):
+    """One rate-limit or failed-login counter shared by every process
+    (``core.counters.DatabaseCounterCache``); ``key`` names the window."""
+
+    key = models.CharField(max_length=250, primary_key=True)
+    count = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="core_counter_expires")]
+
+    def __str__(self) -> str:
+        return self.key

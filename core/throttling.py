@@ -1,9 +1,8 @@
 """API rate limiting: a fixed window per API key (or user, or address).
 
-Counting uses the cache's atomic ``incr``. With ``REDIS_URL`` the cache is Redis,
-so every web process shares one counter per caller; without it the cache is in
-process, exact for one web process and per process when ``fedmem_run`` starts
-several (``FEDMEM_WEB_WORKERS``, docs/configuration.md).
+Counting uses the ``counters`` cache's atomic ``incr``: Redis with ``REDIS_URL``,
+otherwise a table (``core.counters``). Either way every web process shares one
+counter per caller.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from rest_framework.throttling import BaseThrottle
 
 from core.env import parse_rate
@@ -39,11 +38,11 @@ class ApiKeyRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // period)
         counter = f"fedmem:rl:{self.ident(request)}:{period}:{window}"
-        cache.add(counter, 0, timeout=period + 1)
+        caches["counters"].add(counter, 0, timeout=period + 1)
         try:
-            count = cache.incr(counter)
+            count = caches["counters"].incr(counter)
         except ValueError:  # expired between add and incr: start the window again
-            cache.add(counter, 1, timeout=period + 1)
+            caches["counters"].add(counter, 1, timeout=period + 1)
             count = 1
         if count > limit:
             self.wait_seconds = period - (now % period)

@@ -235,12 +235,36 @@ def erasure_detail(request: HttpRequest, request_id: str) -> HttpResponse:
         "erasure": found,
         "job": found.job,
         "finished": found.status in (ErasureRequest.Status.COMPLETED, ErasureRequest.Status.FAILED),
+        "can_retry": found.status == ErasureRequest.Status.FAILED
+        and authz.can(request.user, found.tenant, Capability.ERASURE_REQUEST),
         "certificate_json": json.dumps(found.certificate, indent=2, sort_keys=True)
         if found.certificate
         else "",
     }
     return render_page(
         request, "governance/erasure_detail.html", "governance/partials/erasure_progress.html", context
+    )
+
+
+@login_required
+@require_POST
+def erasure_retry(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Run a failed erasure again (audited; a second click while it runs is a no-op)."""
+    found = _erasure_or_404(request, request_id)
+    if not authz.can(request.user, found.tenant, Capability.ERASURE_REQUEST):
+        raise Http404
+    status = 202
+    try:
+        found = erasure_services.erasure_retry(request=found, actor=request.user)
+    except ApiError as exc:
+        status = exc.status_code
+    context = {"erasure": found, "job": found.job, "finished": False, "can_retry": False}
+    return render_page(
+        request,
+        "governance/erasure_detail.html",
+        "governance/partials/erasure_progress.html",
+        context,
+        status=status,
     )
 
 

@@ -1,12 +1,13 @@
 """Brute-force limits on credentials: console passwords and API keys.
 
 Failed attempts are counted per client address and per account (the username, or
-a key's public prefix) in fixed windows of the cache (``REDIS_URL`` shares them
-between processes). Once a counter reaches its limit, every attempt on that
-address or account is refused with 429 and ``Retry-After`` until the window ends
-- the right password included, or the limit would only slow guessing down. The
-moment a lockout starts is written to the audit trail, naming the account and the
-address by keyed hash only.
+a key's public prefix) in fixed windows of the ``counters`` cache, shared by every
+process (Redis with ``REDIS_URL``, otherwise the table of ``core.counters``).
+Once a counter reaches its limit, every attempt on that address or account is
+refused with 429 and ``Retry-After`` until the window ends - the right password
+included, or the limit would only slow guessing down. The moment a lockout starts
+is written to the audit trail, naming the account and the address by keyed hash
+only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db import transaction
 
 from core.env import parse_rate
@@ -74,7 +75,7 @@ def lockout_check(*, address: str, account: str | None) -> Lockout | None:
         if rate is None:
             continue
         limit, period = rate
-        if (cache.get(_counter(kind, ident, period, now)) or 0) >= limit:
+        if (caches["counters"].get(_counter(kind, ident, period, now)) or 0) >= limit:
             return Lockout(kind, max(1, int(period - now % period) + 1))
     return None
 
@@ -89,11 +90,11 @@ def lockout_record_failure(*, address: str, account: str | None, channel: str) -
             continue
         limit, period = rate
         counter = _counter(kind, ident, period, now)
-        cache.add(counter, 0, timeout=period + 1)
+        caches["counters"].add(counter, 0, timeout=period + 1)
         try:
-            count = cache.incr(counter)
+            count = caches["counters"].incr(counter)
         except ValueError:  # expired between add and incr
-            cache.add(counter, 1, timeout=period + 1)
+            caches["counters"].add(counter, 1, timeout=period + 1)
             count = 1
         if count == limit and started is None:
             started = Lockout(kind, max(1, int(period - now % period) + 1))
@@ -106,7 +107,7 @@ def lockout_reset(*, account: str) -> None:
     """A successful login clears the account's failures (never the address's)."""
     rate = _rates()["account"]
     if rate is not None:
-        cache.delete(_counter("account", account.lower(), rate[1], time.time()))
+        caches["counters"].delete(_counter("account", account.lower(), rate[1], time.time()))
 
 
 def _audit_lockout(lockout: Lockout, *, address: str, account: str | None, channel: str) -> None:

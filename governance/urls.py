@@ -21,6 +21,7 @@ urlpatterns = [
     path("holds/<uuid:hold_id>/release/", cv.hold_release, name="hold-release"),
     path("erasure/", cv.erasures, name="erasures"),
     path("erasure/<uuid:request_id>/", cv.erasure_detail, name="erasure-detail"),
+    path("erasure/<uuid:request_id>/retry/", cv.erasure_retry, name="erasure-retry"),
     path("erasure/<uuid:request_id>/certificate.json", cv.erasure_certificate, name="erasure-certificate"),
     path("retention/", cv.retention, name="retention"),
     path("retention/<uuid:agent_id>/", cv.retention_set, name="retention-set"),

@@ -25,7 +25,7 @@ def test_parse_rate():
 
 def test_over_the_limit_answers_429_per_key(world, settings):
     settings.API_RATE_LIMIT = "3/hour"
-    caches["default"].clear()
+    caches["counters"].clear()
     first, second = bearer(f.agent_key(world.agent)), bearer(f.agent_key(world.agent))
     for _ in range(3):
         assert first.get("/v1/me").status_code == 200
@@ -41,12 +41,13 @@ def test_redis_counters_are_atomic_under_concurrency(world, settings, redis):
     url = redis
     settings.API_RATE_LIMIT = "40/hour"
     secret = f.agent_key(world.agent)
-    redis_cache = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}}
+    redis = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    redis_cache = {"default": redis, "counters": redis}
     statuses: list[int] = []
     lock = threading.Lock()
 
     with override_settings(CACHES=redis_cache):
-        caches["default"].clear()
+        caches["counters"].clear()
 
         def hammer() -> None:
             from django.db import connection
@@ -63,5 +64,30 @@ def test_redis_counters_are_atomic_under_concurrency(world, settings, redis):
             t.start()
         for t in threads:
             t.join()
-        caches["default"].clear()
+        caches["counters"].clear()
     assert statuses.count(200) == 40 and statuses.count(429) == 20
+
+
+def test_the_default_counters_are_one_table_shared_by_every_client(db):
+    """Without Redis the counters live in PostgreSQL: two clients (as two web
+    processes have) incrementing the same counter at once lose no count."""
+    from core.counters import DatabaseCounterCache
+
+    first, second = DatabaseCounterCache("", {}), DatabaseCounterCache("", {})
+    assert first.add("fedmem:test:shared", 0, timeout=60)
+    assert not second.add("fedmem:test:shared", 0, timeout=60)  # already counting
+
+    def bump(counters: DatabaseCounterCache) -> None:
+        for _ in range(50):
+            counters.incr("fedmem:test:shared")
+
+    threads = [threading.Thread(target=bump, args=(c,)) for c in (first, second, first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert first.get("fedmem:test:shared") == second.get("fedmem:test:shared") == 200
+    # An expired window starts again from the increment.
+    second.set("fedmem:test:old", 7, timeout=0)
+    assert first.get("fedmem:test:old") is None and first.incr("fedmem:test:old") == 1
+    assert second.delete("fedmem:test:shared") and first.get("fedmem:test:shared", 0) == 0

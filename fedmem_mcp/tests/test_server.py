@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 
 from fedmem_mcp.schema import serializer_schema
 from fedmem_mcp.server import ToolError, call_tool, list_tools, run_tool
@@ -32,7 +32,7 @@ def _agent_caller(agent):
 
 def test_tool_calls_count_against_the_rate_limit(world, settings):
     settings.API_RATE_LIMIT = "2/minute"
-    cache.clear()
+    caches["counters"].clear()
     principal, key = _agent_caller(world.agent)
     for _ in range(2):
         run_tool(REGISTRY["list_memories"], principal, key, {})
@@ -40,7 +40,7 @@ def test_tool_calls_count_against_the_rate_limit(world, settings):
         run_tool(REGISTRY["list_memories"], principal, key, {})
     assert caught.value.body["error"]["code"] == "rate_limited"
     assert caught.value.body["error"]["details"]["retry_after"] >= 1
-    cache.clear()
+    caches["counters"].clear()
 
 
 def test_unknown_tool_is_a_tool_error(world):

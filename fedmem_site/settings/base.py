@@ -160,6 +160,10 @@ if _pool_size:
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The app role may SELECT and INSERT audit events, nothing else (core.database.seal).
+# Only test databases also grant TRUNCATE: Django empties every table between
+# transactional tests.
+AUDIT_TABLE_TRUNCATE_GRANT = False
 
 # --- Identity -------------------------------------------------------------------
 AUTH_USER_MODEL = "governance.User"
@@ -306,10 +310,19 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- Cache and rate limits -------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
+# "counters" holds rate-limit and failed-login counts: they must be shared by every
+# web process (fedmem_run starts several), or each process would grant the limit
+# once more. Redis when configured, otherwise a table (core.counters).
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        "counters": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fedmem"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fedmem"},
+        "counters": {"BACKEND": "core.counters.DatabaseCounterCache"},
+    }
 # Requests per API key (or user) per window; "off" disables. Checked at start-up.
 API_RATE_LIMIT = env_str("FEDMEM_API_RATE_LIMIT", "1200/minute")
 parse_rate(API_RATE_LIMIT)

@@ -106,3 +106,22 @@ class ErasureCertificateView(APIView):
         )
         response["Content-Disposition"] = f'attachment; filename="erasure-certificate-{found.pk}.json"'
         return response
+
+
+class ErasureRetryView(APIView):
+    permission_classes = [IsAuthenticated, IsUser, requires(Capability.ERASURE_REQUEST)]
+
+    @extend_schema(
+        tags=TAG,
+        summary="Run a failed erasure again (202; idempotent while it is queued or running)",
+        request=None,
+        responses={
+            202: s.ErasureRequestSerializer,
+            409: OpenApiResponse(description="The erasure has completed (`erasure_completed`)."),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request, request_id: str) -> Response:
+        found = access_erasure_request(request.tenant, request_id)
+        retried = erasure_services.erasure_retry(request=found, actor=request.user)
+        return Response(s.ErasureRequestSerializer(retried).data, status=status.HTTP_202_ACCEPTED)

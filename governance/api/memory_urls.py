@@ -17,6 +17,11 @@ urlpatterns = [
         name="erasure-request",
     ),
     path(
+        "erasure-requests/<str:request_id>/retry",
+        erasure.ErasureRetryView.as_view(),
+        name="erasure-retry",
+    ),
+    path(
         "erasure-requests/<str:request_id>/certificate",
         erasure.ErasureCertificateView.as_view(),
         name="erasure-certificate",

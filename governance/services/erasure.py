@@ -25,7 +25,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import field_error
+from core.errors import ErasureCompleted, field_error
 from core.tasks import enqueue_on_commit
 from governance import authz
 from governance.authz import Capability
@@ -116,6 +116,44 @@ def erasure_request_create(
     )
     enqueue_on_commit("governance.run_erasure", str(request.pk))
     return request
+
+
+@transaction.atomic
+def erasure_retry(*, request: ErasureRequest, actor: Any) -> ErasureRequest:
+    """Run a failed erasure again, with a job of its own (202). Idempotent: a request
+    already queued or running again is returned as it is, with no second run; a
+    completed one is refused (409 ``erasure_completed``). Audited as
+    ``erasure.retried``. The caller found ``request`` in the actor's tenant."""
+    authz.require(
+        actor,
+        request.tenant,
+        Capability.ERASURE_REQUEST,
+        "Only a security officer or a tenant admin may retry an erasure.",
+    )
+    locked = ErasureRequest.objects.select_for_update().select_related("tenant", "job").get(pk=request.pk)
+    if locked.status == ErasureRequest.Status.COMPLETED:
+        raise ErasureCompleted("This erasure has completed; there is nothing to retry.")
+    if locked.status != ErasureRequest.Status.FAILED:
+        return locked  # queued or running: a retry is already on its way
+    failed_job = locked.job_id
+    locked.job = Job.objects.create(
+        tenant=locked.tenant, kind="erasure", total=len(_DELETERS) + 1, created_by=actor
+    )
+    locked.status = ErasureRequest.Status.QUEUED
+    locked.save(update_fields=["job", "status"])
+    audit_record(
+        tenant=locked.tenant,
+        actor=actor,
+        action="erasure.retried",
+        target=locked,
+        data={
+            "subject_hash": locked.subject_hash,
+            "failed_job": str(failed_job or ""),
+            "job": str(locked.job_id),
+        },
+    )
+    enqueue_on_commit("governance.run_erasure", str(locked.pk))
+    return locked
 
 
 def erasure_run(*, request_id: Any) -> ErasureRequest | None:

@@ -86,3 +86,87 @@ def test_a_foreign_tenants_request_is_404(world, as_user):
     assert_error(foreign.get(f"{URL}/{request_id}"), 404, "erasure_request_not_found")
     assert_error(foreign.get(f"{URL}/{request_id}/certificate"), 404)
     assert_error(foreign.get(f"{URL}/not-a-uuid"), 404)
+
+
+# --- retrying a failed erasure --------------------------------------------------------
+
+
+@pytest.fixture
+def failed(world):
+    """An erasure that failed (a deleter broke), with the subject's memory intact."""
+    from governance.services import erasure as erasure_service
+    from memory.enforcement import system_access
+    from memory.models import MemoryItem
+    from memory.tests.conftest import remember
+
+    remember(system_access(world.agent), "Prefers the aisle seat", user_id="cust-9")
+
+    def broken(target):
+        raise RuntimeError("disk full")
+
+    erasure_service.register_subject_deleter("zz-broken", broken)
+    try:
+        request = erasure_service.erasure_request_create(
+            tenant=world.tenant, actor=world.officer, subject="cust-9", scope="tenant", reason="r"
+        )
+        with pytest.raises(RuntimeError):
+            erasure_service.erasure_run(request_id=request.pk)
+    finally:
+        erasure_service._DELETERS.pop("zz-broken")
+    request.refresh_from_db()
+    assert request.status == "failed" and MemoryItem.objects.filter(user_id="cust-9").count() == 1
+    return request
+
+
+def test_a_failed_erasure_is_retried_once_audited_and_completes(world, as_user, failed):
+    from governance.services.erasure import erasure_run
+    from memory.models import MemoryItem
+
+    client = as_user(world.officer)
+    url = f"{URL}/{failed.pk}/retry"
+    first = client.post(url)
+    assert first.status_code == 202, first.content
+    assert first.json()["status"] == "queued" and first.json()["progress"] == 0
+    # Idempotent while it is on its way: no second job, no second message, no second event.
+    again = client.post(url)
+    assert again.status_code == 202 and again.json()["status"] == "queued"
+    failed.refresh_from_db()
+    assert (
+        OutboxMessage.objects.filter(task_name="governance.run_erasure", args=[str(failed.pk)]).count() == 2
+    )
+    retried = AuditEvent.objects.filter(action="erasure.retried")
+    assert retried.count() == 1 and "cust-9" not in str(retried.get().data)
+    assert retried.get().data["job"] == str(failed.job_id)
+    erasure_run(request_id=failed.pk)  # what the worker does with the message
+    failed.refresh_from_db()
+    assert failed.status == "completed" and failed.subject == ""
+    assert MemoryItem.objects.filter(user_id="cust-9").count() == 0
+    assert_error(client.post(url), 409, "erasure_completed")
+
+
+def test_who_may_retry_an_erasure(world, as_user, failed):
+    url = f"{URL}/{failed.pk}/retry"
+    assert_error(APIClient().post(url), 401)
+    for who in ("owner", "auditor"):  # a developer; a reader of erasures
+        assert_error(as_user(getattr(world, who)).post(url), 403, "permission_denied")
+    foreign_officer = f.member(world.other_tenant, Role.SECURITY_OFFICER, username="globex-officer")
+    assert_error(as_user(foreign_officer).post(url), 404)
+    assert_error(as_user(world.officer).post(f"{URL}/not-a-uuid/retry"), 404)
+    failed.refresh_from_db()
+    assert failed.status == "failed" and not AuditEvent.objects.filter(action="erasure.retried").exists()
+    assert as_user(world.admin).post(url).status_code == 202  # a tenant admin may
+
+
+def test_the_console_retries_a_failed_erasure(world, client, failed):
+    page = f"/erasure/{failed.pk}/"
+    client.force_login(world.auditor)
+    assert b"Run the erasure again" not in client.get(page).content
+    assert client.post(page + "retry/").status_code == 404  # reads, may not retry
+    client.force_login(f.member(world.other_tenant, Role.SECURITY_OFFICER, username="globex-officer"))
+    assert client.post(page + "retry/").status_code == 404
+    client.force_login(world.officer)
+    assert b"Run the erasure again" in client.get(page).content
+    response = client.post(page + "retry/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 202 and b"queued" in response.content
+    failed.refresh_from_db()
+    assert failed.status == "queued" and AuditEvent.objects.filter(action="erasure.retried").count() == 1

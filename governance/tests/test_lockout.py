@@ -114,3 +114,54 @@ def test_rates_parse(rate):
     from core.env import parse_rate
 
     assert parse_rate(rate, name="X") in {(10, 900), (3, 1), None}
+
+
+def _other_process(failures: int) -> str:
+    """Another web process (its own interpreter) of the same deployment: records
+    ``failures`` failed logins for the account, then says whether it is locked."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.db import connection
+
+    script = (
+        "import django; django.setup()\n"
+        "from governance.lockout import lockout_check, lockout_record_failure\n"
+        f"for _ in range({failures}):\n"
+        "    lockout_record_failure(address='10.9.9.9', account='victim', channel='console')\n"
+        "print('LOCKED' if lockout_check(address='10.9.9.8', account='victim') else 'OPEN')\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "fedmem_site.settings.test",
+        "FEDMEM_DB_NAME": connection.settings_dict["NAME"],
+        "FEDMEM_AUTH_FAILURES_PER_ACCOUNT": "10/hour",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_account_limit_holds_across_web_processes(world, settings):
+    """fedmem_run starts several web processes: failures counted in one count in all
+    (no Redis here: the counter table). Per-process counters would give an attacker
+    the limit once per process."""
+    from governance.lockout import lockout_check, lockout_record_failure
+
+    settings.FEDMEM_AUTH_FAILURES_PER_ACCOUNT = "10/hour"
+    for _ in range(6):
+        assert lockout_record_failure(address="10.0.0.1", account="victim", channel="console") is None
+    assert _other_process(3) == "OPEN"  # 9 of 10, from two processes
+    locked = lockout_record_failure(address="10.0.0.2", account="victim", channel="console")
+    assert locked is not None and locked.kind == "account"  # the tenth, here
+    assert lockout_check(address="10.0.0.3", account="victim") is not None
+    assert _other_process(0) == "LOCKED"  # and there

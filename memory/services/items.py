@@ -320,12 +320,13 @@ def _replay_batch(access: MemoryAccess, record: IdempotencyRecord, request_hash:
 
 def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> MemoryItem:
     """Replace an item's content: re-embedded, created_at kept, old and new text in history."""
+    began = timezone.now()
     guards.modifiable(access, item_id, lock=False)  # 404 before the slow work
     text = checked_content(content)
     findings, vectors, inputs = analyse([text])
     finding, vector = findings[0], vectors[0]
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
-    with guards.modifying(access, item_id, "update") as item:
+    with guards.modifying(access, item_id, "update", since=began) as item:
         old = item.content
         if old == text:
             return item

@@ -49,9 +49,11 @@ def memory_supersede(
     *, access: MemoryAccess, item_id: Any, content: str, reason: str = "", event: str = "superseded"
 ) -> SupersedeOutcome:
     """Write ``content`` as a new item with the old one's keys and retire the old one."""
+    began = timezone.now()
     current = guards.modifiable(access, item_id, lock=False)  # 404 before the slow work
     prepared = _successor(access, current, checked_content(content))
-    with guards.modifying(access, item_id, "supersede") as old:
+    # A concurrent supersede that retired the item meanwhile makes this one 409.
+    with guards.modifying(access, item_id, "supersede", since=began) as old:
         new = store(access, [prepared], "supersede")[0].item
         record = retire(access, old=old, new=new, reason=reason, event=event)
     return SupersedeOutcome(old, new, record)

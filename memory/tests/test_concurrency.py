@@ -129,8 +129,18 @@ def test_parallel_updates_supersedes_and_deletes_keep_one_consistent_history(wor
         for (_, u, _), r in zip(calls, responses, strict=True)
         if u.endswith("supersede") and r.status_code == 201
     ]
-    # One item can be retired once: at most one supersede wins, and its successor exists once.
-    assert len(supersedes_ok) <= 1
+    # One item can be retired once: exactly one supersede wins, and its successor
+    # exists once; the other waited for the winner (409) or came after it (404).
+    assert len(supersedes_ok) == 1, statuses
+    lost = [
+        r
+        for (_, u, _), r in zip(calls, responses, strict=True)
+        if u.endswith("supersede") and r.status_code != 201
+    ]
+    assert all(
+        (r.status_code, r.json()["error"]["code"]) in {(409, "memory_superseded"), (404, "memory_not_found")}
+        for r in lost
+    ), [r.content for r in lost]
     assert Supersession.objects.filter(old_item_id=item_id).count() == len(supersedes_ok)
     assert MemoryItem.objects.get(pk=item_id).content == text
 
@@ -158,3 +168,66 @@ def test_parallel_updates_supersedes_and_deletes_keep_one_consistent_history(wor
             f"{len(history)} history rows, {updates_ok} updates applied in one chain, "
             f"{len(supersedes_ok)} supersede; delete vs 3 updates: {sorted(raced)}, history {events}"
         )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_supersede_waiting_for_a_concurrent_one_loses_with_409(world):
+    """The interleaving that let two supersedes of one item both answer 201, forced:
+    A holds the row lock; B passes its checks and waits for the lock; A then
+    retires the item (at A's clock, later than B's start) and commits. B must see
+    the retirement once it holds the lock, not the state as of when it began."""
+    import time
+
+    from core.errors import MemorySuperseded
+    from memory.enforcement import system_access
+    from memory.services.supersession import memory_supersede, retire, successor_draft
+    from memory.services.write import guards, prepare, store
+    from memory.tests.conftest import remember
+
+    access = system_access(world.agent)
+    item = remember(access, "Release train leaves Monday").item
+    prepared = prepare(access, [successor_draft(item, "Release train leaves Tuesday")])[0]
+    holding, outcome = threading.Event(), {}
+
+    def winner() -> None:
+        try:
+            with guards.modifying(access, item.pk, "supersede") as old:
+                holding.set()
+                # Until B waits for this row's lock.
+                for _ in range(600):
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND wait_event_type = 'Lock' AND query LIKE %s",
+                            ["%FOR UPDATE%"],
+                        )
+                        if cursor.fetchone()[0]:
+                            break
+                    time.sleep(0.05)
+                new = store(access, [prepared], "supersede")[0].item
+                retire(access, old=old, new=new, reason="a")
+            outcome["a"] = "superseded"
+        finally:
+            connection.close()
+
+    def loser() -> None:
+        try:
+            holding.wait(timeout=60)
+            memory_supersede(
+                access=access, item_id=item.pk, content="Release train leaves Friday", reason="b"
+            )
+            outcome["b"] = "superseded"
+        except MemorySuperseded as exc:
+            outcome["b"] = exc.code
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=winner), threading.Thread(target=loser)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    from memory.models import Supersession
+
+    assert outcome == {"a": "superseded", "b": "memory_superseded"}
+    assert Supersession.objects.filter(old_item_id=item.pk).count() == 1

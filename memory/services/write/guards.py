@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
-from core.errors import Conflict, ErrorCode, MemoryNotFound
+from core.errors import Conflict, ErrorCode, MemoryNotFound, MemorySuperseded
 from governance.selectors import as_uuid
 from memory import enforcement
 from memory.enforcement import MemoryAccess
@@ -39,15 +41,41 @@ class MemoryHeld(Conflict):
         )
 
 
-def modifiable(access: MemoryAccess, item_id: Any, *, lock: bool) -> MemoryItem:
+def modifiable(
+    access: MemoryAccess, item_id: Any, *, lock: bool, since: datetime | None = None
+) -> MemoryItem:
     """The agent's own item in a writable scope, and (like every read) current and not
     expired: an item GET cannot see cannot be changed or deleted by id either.
-    ``lock``: take its row lock (inside a transaction)."""
+    ``lock``: take its row lock (inside a transaction).
+
+    With the lock, currency is decided once the lock is granted, at that moment: a
+    "current at t" filter evaluated while waiting would use a t taken before a
+    concurrent supersede committed, and that supersede retires the row at its own
+    (later) clock, so the retired row still looked current at t and two supersedes
+    of one item both won. An item retired after ``since`` (when the request began,
+    default now) answers 409 ``memory_superseded``; one retired before it is not
+    found (404), as without a race."""
     pk = as_uuid(item_id)
-    own = MemoryItem.objects.current().filter(enforcement.modifiable_q(access))
+    own = MemoryItem.objects.filter(enforcement.modifiable_q(access))
     qs = own.filter(pk=pk) if pk else MemoryItem.objects.none()
-    item = (qs.select_for_update() if lock else qs).first()
+    if not lock:
+        found = qs.current().first()
+        if found is None:
+            raise MemoryNotFound("Memory not found.")
+        return found
+    since = since or timezone.now()
+    item = qs.select_for_update().first()
     if item is None:
+        raise MemoryNotFound("Memory not found.")
+    moment = timezone.now()  # the lock is ours: nothing changes the row from here
+    if item.invalid_at is not None and since < item.invalid_at <= moment:
+        raise MemorySuperseded(
+            "This memory was superseded by a concurrent change; read it again.",
+            details={"item_id": str(item.pk)},
+        )
+    retired = item.invalid_at is not None and item.invalid_at <= moment
+    expired = item.retention_until is not None and item.retention_until <= moment
+    if retired or expired or item.valid_from > moment:
         raise MemoryNotFound("Memory not found.")
     return item
 
@@ -106,10 +134,13 @@ def audited(access: MemoryAccess, operation: str) -> Iterator[None]:
 
 
 @contextmanager
-def modifying(access: MemoryAccess, item_id: Any, operation: str) -> Iterator[MemoryItem]:
+def modifying(
+    access: MemoryAccess, item_id: Any, operation: str, *, since: datetime | None = None
+) -> Iterator[MemoryItem]:
     """One transaction changing one existing item: locked, refused (and audited) when
-    held. The body runs inside the transaction with the locked item."""
+    held. The body runs inside the transaction with the locked item. ``since``: when
+    the request began (see :func:`modifiable`)."""
     with audited(access, operation), transaction.atomic():
-        item = modifiable(access, item_id, lock=True)
+        item = modifiable(access, item_id, lock=True, since=since)
         refuse_if_held(item)
         yield item
