@@ -32,6 +32,10 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
     so a single process serializes every request on one core however many threads
     it has. uvicorn forks ``--web-workers`` processes onto one listening socket."""
     host, port = options["host"], str(options["port"])
+    # uvicorn kills a worker that does not answer its supervisor's ping within the
+    # timeout (5 s by default). A worker loading its models on a busy machine can
+    # miss that and is then killed and restarted over and over, never serving.
+    healthcheck = str(env_int("FEDMEM_WEB_HEALTHCHECK_TIMEOUT", 120, minimum=1))
     if options["web_workers"] == 1:
         # daphne, answering oversized request lines and headers (414/431)
         return [python, "-m", "fedmem_site.serve", "-b", host, "-p", port, "fedmem_site.asgi:application"]
@@ -39,6 +43,7 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
         python, "-m", "uvicorn", "fedmem_site.asgi:application", "--host", host, "--port", port,
         "--workers", str(options["web_workers"]), "--no-access-log", "--lifespan", "off",
         "--http", "fedmem_site.http_protocol:NoDelayH11Protocol",
+        "--timeout-worker-healthcheck", healthcheck,
     ]  # fmt: skip
 
 
