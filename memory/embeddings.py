@@ -261,6 +261,12 @@ class MicroBatcher:
     not sixteen. Queries (one text) go before bulk work, and bulk requests are cut
     into ``batch_size`` pieces, so a query waits for at most one piece of a large
     write. Texts are sorted by length inside a pass to keep padding small.
+
+    When the model is idle and nothing is queued, a request that fits in one pass
+    runs it in the caller's own thread: a lone query pays no hand-off to the
+    batcher thread and back (two thread switches, each waiting for the interpreter
+    lock on a busy process). Whatever arrives while that pass runs queues as usual
+    and goes into the batcher thread's next pass together.
     """
 
     QUERY, BULK = 0, 1
@@ -276,6 +282,9 @@ class MicroBatcher:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._start_lock = threading.Lock()
+        # Held by whoever runs a forward pass: the batcher thread or an inline caller.
+        self._model = threading.Lock()
+        self._holding = 0  # pieces the batcher thread took and waits to run
 
     def _ensure_thread(self) -> None:
         # A forked process (a Celery child) inherits the object but not the thread.
@@ -288,7 +297,7 @@ class MicroBatcher:
 
     def pending(self) -> int:
         """Pieces queued and not yet taken into a pass."""
-        return self._queue.qsize()
+        return self._queue.qsize() + self._holding
 
     def _submit(self, priority: int, texts: list[str]) -> Future[Any]:
         future: Future[Any] = Future()
@@ -302,6 +311,13 @@ class MicroBatcher:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         self._ensure_thread()
+        if len(texts) <= self.batch_size and not self.pending() and self._model.acquire(blocking=False):
+            try:
+                vectors = self.embedder.embed(list(texts))
+                self.passes += 1
+                return vectors
+            finally:
+                self._model.release()
         priority = self.QUERY if len(texts) == 1 else self.BULK
         futures = [
             self._submit(priority, texts[begin : begin + self.batch_size])
@@ -311,29 +327,36 @@ class MicroBatcher:
 
     def _run(self) -> None:
         while True:
-            jobs = [self._queue.get()]
-            size = len(jobs[0][2])
-            while size < self.batch_size:
+            first = self._queue.get()  # wait for work
+            self._holding = 1
+            with self._model:  # an inline pass may be running: wait for it
+                # Back in its place, so what was queued meanwhile is taken in
+                # priority order together with it.
+                self._holding = 0
+                self._queue.put(first)
+                jobs = [self._queue.get()]
+                size = len(jobs[0][2])
+                while size < self.batch_size:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if size + len(job[2]) > self.batch_size:
+                        self._queue.put(job)  # the next pass takes it, in its place
+                        break
+                    jobs.append(job)
+                    size += len(job[2])
+                texts = [text for job in jobs for text in job[2]]
+                order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
                 try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if size + len(job[2]) > self.batch_size:
-                    self._queue.put(job)  # the next pass takes it, in its place
-                    break
-                jobs.append(job)
-                size += len(job[2])
-            texts = [text for job in jobs for text in job[2]]
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            try:
-                sorted_vectors = self.embedder.embed([texts[i] for i in order])
-                self.passes += 1
-                vectors = np.empty_like(sorted_vectors)
-                vectors[order] = sorted_vectors
-            except BaseException as exc:  # every waiter hears of it; the thread lives on
-                for job in jobs:
-                    job[3].set_exception(exc)
-                continue
+                    sorted_vectors = self.embedder.embed([texts[i] for i in order])
+                    self.passes += 1
+                    vectors = np.empty_like(sorted_vectors)
+                    vectors[order] = sorted_vectors
+                except BaseException as exc:  # every waiter hears of it; the thread lives on
+                    for job in jobs:
+                        job[3].set_exception(exc)
+                    continue
             begin = 0
             for job in jobs:
                 job[3].set_result(vectors[begin : begin + len(job[2])])

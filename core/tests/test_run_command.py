@@ -91,8 +91,8 @@ def test_the_web_server_runs_one_process_per_core_by_default():
     command = web_command("python", options)
     assert command[:3] == ["python", "-m", "uvicorn"]
     assert command[command.index("--workers") + 1] == "2"
-    # A worker busy for seconds on a loaded machine is not killed mid-request.
-    assert int(command[command.index("--timeout-worker-healthcheck") + 1]) >= 30
+    # A worker busy loading its models on a loaded machine is not killed as hung.
+    assert int(command[command.index("--timeout-worker-healthcheck") + 1]) >= 60
     # One process: daphne (fedmem_site.serve, which answers over-long request lines), as before.
     assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "fedmem_site.serve"]
     assert 1 <= default_web_workers() <= 4

@@ -159,6 +159,31 @@ def test_queries_go_before_queued_bulk_work_and_bulk_is_cut_into_batches(onnx_em
     assert cosines(results[1], onnx_embedder.embed(bulk)).min() >= 0.9999
 
 
+class ThreadRecordingEmbedder:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.dimension = inner.dimension
+        self.threads: list[threading.Thread] = []
+
+    def embed(self, texts):
+        self.threads.append(threading.current_thread())
+        return self.inner.embed(texts)
+
+
+def test_a_request_on_an_idle_batcher_runs_in_the_callers_thread(onnx_embedder):
+    recording = ThreadRecordingEmbedder(onnx_embedder)
+    batcher = MicroBatcher(recording, batch_size=4)
+    vector = batcher.embed(["what happened to checkout?"])
+    # No hand-off to the batcher thread and back for a lone query.
+    assert recording.threads == [threading.current_thread()]
+    assert cosines(vector, onnx_embedder.embed(["what happened to checkout?"])).min() >= 0.9999
+    # More than one pass's worth still goes through the batcher thread, in pieces.
+    batcher.embed([f"bulk text {i}" for i in range(6)])
+    assert len(recording.threads) == 3
+    assert all(thread.name == "fedmem-embedder" for thread in recording.threads[1:])
+    assert batcher.passes == 3
+
+
 def test_a_failed_pass_fails_its_callers_and_the_batcher_keeps_serving(onnx_embedder):
     gate = threading.Event()
     gated = GatedEmbedder(onnx_embedder, gate, fail_on="poison")

@@ -32,6 +32,10 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
     so a single process serializes every request on one core however many threads
     it has. uvicorn forks ``--web-workers`` processes onto one listening socket."""
     host, port = options["host"], str(options["port"])
+    # uvicorn kills a worker that does not answer its supervisor's ping within the
+    # timeout (5 s by default). A worker loading its models on a busy machine can
+    # miss that and is then killed and restarted over and over, never serving.
+    healthcheck = str(env_int("FEDMEM_WEB_HEALTHCHECK_TIMEOUT", 120, minimum=1))
     if options["web_workers"] == 1:
         # daphne, answering oversized request lines and headers (414/431)
         return [python, "-m", "fedmem_site.serve", "-b", host, "-p", port, "fedmem_site.asgi:application"]
@@ -42,8 +46,9 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
         # uvicorn kills a worker that misses a 5 s health ping; a worker holding the
         # GIL in a batch's personal-data detection on a busy machine misses it, and
         # the kill drops every request it was serving (seen: a restart loop under
-        # load average 20). A hung worker is still replaced, just not a busy one.
-        "--timeout-worker-healthcheck", "60",
+        # load average 20). A hung worker is still replaced, just not a busy one
+        # (FEDMEM_WEB_HEALTHCHECK_TIMEOUT).
+        "--timeout-worker-healthcheck", healthcheck,
     ]  # fmt: skip
 
 
