@@ -5,15 +5,17 @@ and ``answer``.
    graph neighbourhood of its facts, ``hops`` rounds deep: facts sharing a
    *specific* entity (:mod:`memory.retrieval.specificity`: hubs, dates, numbers,
    pronouns and generic nouns never bridge), facts whose causal edge continues
-   one of theirs (the stored span links), and the turns right before and after
-   each seed in its session (a conversation's neighbourhood).
+   one of theirs (the stored span links), and the turns around each of the best
+   seeds in its session (a conversation's neighbourhood).
 2. **Graph**: items and their bridging entities, item -> entity weighted by the
    entity's specificity, entity -> entity where two spans name the same thing
    (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading bays" /
-   "the remaining bay"), item -> item along causal links and session adjacency.
+   "the remaining bay"), item -> item along causal links, item -> session node.
 3. **Score**: personalized PageRank over that graph, restarting at the seeds in
-   proportion to their query relevance (cf. HippoRAG 2), fused with the dense and
-   lexical relevance: ``relevance + GRAPH_WEIGHT x ppr / max(ppr)`` where
+   proportion to their query relevance (cf. HippoRAG 2); a fact's graph score is
+   the mass it receives from the *other* seeds' restarts (:func:`graph_support`),
+   fused with the dense and lexical relevance: ``relevance + GRAPH_WEIGHT x
+   support / max(support)`` where
    ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical coverage``.
    A fact two bridges away from the best match can so overtake one that is
    merely similar to the question.
