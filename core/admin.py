@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from core.models import OutboxMessage
+from core.models import Counter, OutboxMessage
 
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
@@ -29,3 +29,12 @@ class OutboxMessageAdmin(ReadOnlyModelAdmin):
 
     list_display = ["task_name", "created_at", "sent_at", "attempts", "last_error"]
     list_filter = ["task_name"]
+
+
+@admin.register(Counter)
+class CounterAdmin(ReadOnlyModelAdmin):
+    """Rate-limit and lockout windows: an operator sees who is being throttled; only
+    the counting code writes them."""
+
+    list_display = ["key", "count", "expires_at"]
+    search_fields = ["key"]
