@@ -16,6 +16,7 @@ chain among them, then the synthesizer. Reads only.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django.db.models import F
@@ -90,10 +91,6 @@ GRAPH_FLOOR = 0.1
 IMPLICIT_FLOOR = 0.45
 MAX_CHAIN_FACTS = 6
 MAX_KEPT = 15
-# Facts a chain may be walked through (the retrieved ones, on the question or not).
-MAX_POOL = 30
-# An implicit link must read at least this much better than its reverse, less the margin.
-DIRECTION_MARGIN = 0.05
 
 
 def on_question(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -155,91 +152,48 @@ def _relevance(f: dict[str, Any]) -> float:
     return f.get("relevance") or 0.0
 
 
-# Priors on an implicit link Y -> X (Y read as X's cause), added to the scorer's score:
-# a cause is recorded no later than its effect, an episode is told in one session,
-# and two facts joined by a specific entity (or a synonym span) are about one thing.
-LATER_PENALTY = 0.1
-SESSION_BONUS = 0.05
-JOIN_BONUS = 0.05
-
-
-SIDE_WEIGHT = 0.5
-SUBJECT_PENALTY = 0.15
-_SUBJECTS = {"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"}
-
-
-def _sides(doc: Any, text: str) -> tuple[str, str]:
-    """(subject, the rest) of the fact's main clause; the whole text twice when the
-    parse finds no subject (another language than the model's, a fragment)."""
-    roots = [t for t in doc if t.dep_ == "ROOT"]
-    if roots:
-        subjects = [c for c in roots[0].children if c.dep_ in _SUBJECTS]
-        if subjects:
-            sub = list(subjects[0].subtree)
-            start, end = sub[0].i, sub[-1].i + 1
-            subject = doc[start:end].text
-            rest = " ".join(t.text for t in doc if t.i < start or t.i >= end)
-            if subject.strip() and rest.strip():
-                return subject, rest
-    return text, text
-
-
-def assemble_chain(
-    tenant_id: Any, facts: list[dict[str, Any]], pool: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
-    """The causal chain ending at the most relevant fact of ``facts``, root first (see
-    module doc). The chain is walked backwards from that anchor, one cause at a time:
-    at each step the fact of ``pool`` (default: ``facts``) that best reads as the
-    current head's cause, along an asserted link where one exists, else an implicit
-    one above ``IMPLICIT_FLOOR``. A cause need not be similar to the question (a root
-    rarely is): it is on the question through the chain that ends at the anchor."""
-    from memory.embeddings import embed_texts
+def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The causal chain ending at the most relevant fact, root first (see module doc):
+    asserted links where they exist, implicit links where they do not."""
     from memory.extraction.nlp import parse
     from memory.models import MemoryItem
     from memory.reasoning.implicit import Side, get_scorer, states_change
     from memory.retrieval.graphrank import entity_synonyms, entity_weights, item_mentions
     from memory.retrieval.lexical import tenant_stats
 
-    kept_ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
-    if not kept_ids:
+    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
+    if not ids:
         return []
-    relevance_of = {as_uuid(f["id"]): _relevance(f) for f in [*(pool or []), *facts]}
-    anchor = max(kept_ids, key=lambda pk: relevance_of.get(pk, 0.0))
+    anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
     # The anchor's own asserted chain: a document chunk can state a whole chain itself.
     own = chain_among(tenant_id, [anchor])
-    ids = list(dict.fromkeys([*kept_ids, *(pk for pk in (as_uuid(f["id"]) for f in pool or []) if pk)]))
-    ids = ids[:MAX_POOL]
     if len(ids) < 2:
         return own if len(own) >= 2 else []
-    rows = {
-        pk: (content, vector, created, session)
-        for pk, content, vector, created, session in MemoryItem.objects.filter(pk__in=ids).values_list(
-            "pk", "content", "embedding", "created_at", "session_id"
-        )
-    }
-    ids = [pk for pk in ids if pk in rows]
-    if anchor not in rows or len(ids) < 2:
-        return own if len(own) >= 2 else []
+    texts = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "content"))
+    vectors = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "embedding"))
     edges = list(CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).order_by("id"))
     by_item: dict[Any, list[CausalEdge]] = {}
     for edge in edges:
         by_item.setdefault(edge.item_id, []).append(edge)
     # Asserted: A -> B when an edge of A continues into an edge of B.
-    asserted: dict[tuple[Any, Any], tuple[float, dict[str, Any]]] = {}
-    edge_by_pk = {e.pk: e for e in edges}
+    causes: dict[Any, dict[Any, tuple[float, dict[str, Any]]]] = {pk: {} for pk in ids}
+    edge_item = {e.pk: e for e in edges}
     for source, target, score in SpanLink.objects.filter(
-        tenant_id=tenant_id, source_id__in=edge_by_pk, target_id__in=edge_by_pk
+        tenant_id=tenant_id, source_id__in=edge_item, target_id__in=edge_item
     ).values_list("source_id", "target_id", "score"):
-        a, b = edge_by_pk[source], edge_by_pk[target]
+        a, b = edge_item[source], edge_item[target]
         if a.item_id != b.item_id:
             hop = {
-                "cause": a.cause, "effect": a.effect, "cue": a.cue,
-                "item_id": str(a.item_id), "edge_id": a.pk,
-            }  # fmt: skip
-            best = asserted.get((a.item_id, b.item_id))
+                "cause": a.cause,
+                "effect": a.effect,
+                "cue": a.cue,
+                "item_id": str(a.item_id),
+                "edge_id": a.pk,
+            }
+            best = causes[b.item_id].get(a.item_id)
             if best is None or best[0] < 1.0 + score:
-                asserted[(a.item_id, b.item_id)] = (1.0 + score, hop)
-    # Joined: facts sharing a specific entity (or a synonym span).
+                causes[b.item_id][a.item_id] = (1.0 + score, hop)
+    # Implicit: facts joined by a specific entity (or a synonym span) that read as cause -> effect.
     mentions = item_mentions(tenant_id, ids)
     weights = entity_weights(
         tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents
@@ -249,74 +203,50 @@ def assemble_chain(
         if entity_id in weights:
             entity_items.setdefault(entity_id, set()).add(item_id)
     for a, b, _sim in entity_synonyms(sorted(entity_items)):
-        joined_group = entity_items[a] | entity_items[b]
-        entity_items[a] = entity_items[b] = joined_group
-    joined = {(x, y) for group in entity_items.values() for x in group for y in group if x != y}
-    docs = dict(zip(ids, parse([rows[pk][0] for pk in ids]), strict=True))
+        joined = entity_items[a] | entity_items[b]
+        entity_items[a] = entity_items[b] = joined
+    joined_pairs = {(x, y) for group in entity_items.values() for x in group for y in group if x != y}
+    docs = dict(zip(ids, parse([texts[pk] for pk in ids]), strict=True))
     sides = {
         pk: Side(
-            rows[pk][0], rows[pk][1],
+            texts[pk], vectors[pk],
             by_item[pk][0].cause_embedding if by_item.get(pk) else None,
             states_change(docs[pk]),
         )
         for pk in ids
     }  # fmt: skip
     scorer = get_scorer()
-    # What a fact is about (its subject: the cause side) and what it says happened (the
-    # predicate: the effect side). Y explains X when what Y says happened is what X is
-    # about ("... increased the power usage" -> "The higher power usage drained ..."); a
-    # fact that merely shares X's subject ("The firmware update also added a menu") does not.
-    spans = {pk: _sides(docs[pk], rows[pk][0]) for pk in ids}
-    flat = [t for pk in ids for t in spans[pk]]
-    vectors = embed_texts(flat)
-    about = {pk: vectors[2 * n] for n, pk in enumerate(ids)}
-    says = {pk: vectors[2 * n + 1] for n, pk in enumerate(ids)}
+    for a, b in joined_pairs:
+        if a in causes[b]:
+            continue
+        score = scorer.score(sides[a], sides[b])
+        if score >= IMPLICIT_FLOOR and score > scorer.score(sides[b], sides[a]) - 0.05:
+            hop = {"cause": texts[a], "effect": texts[b], "cue": f"implicit ({scorer.name})",
+                   "item_id": str(a), "edge_id": None}  # fmt: skip
+            causes[b][a] = (score, hop)
 
-    def prior(cause: Any, effect: Any) -> float:
-        (_c, _v, c_at, c_session), (_e, _w, e_at, e_session) = rows[cause], rows[effect]
-        bonus = -LATER_PENALTY if c_at > e_at else 0.0
-        if c_session and c_session == e_session:
-            bonus += SESSION_BONUS
-        if (cause, effect) in joined:
-            bonus += JOIN_BONUS
-        return bonus
+    # The best-scored backward path from the anchor (small: at most MAX_KEPT facts).
+    best: tuple[float, list[Any]] = (0.0, [anchor])
 
-    def implicit(cause: Any, effect: Any) -> float:
-        explains = float(says[cause] @ about[effect])
-        # Two facts about the same subject are parallel statements, not cause and effect.
-        parallel = SUBJECT_PENALTY * max(0.0, float(about[cause] @ about[effect]))
-        own = scorer.score(sides[cause], sides[effect])
-        return SIDE_WEIGHT * explains + (1 - SIDE_WEIGHT) * own - parallel + prior(cause, effect)
+    def walk(at: Any, path: list[Any], total: float) -> None:
+        nonlocal best
+        if total > best[0]:
+            best = (total, list(path))
+        if len(path) >= MAX_CHAIN_FACTS:
+            return
+        for cause, (score, _hop) in causes[at].items():
+            if cause not in path:
+                walk(cause, [*path, cause], total + score)
 
-    def best_cause(head: Any, taken: set[Any]) -> tuple[float, Any, dict[str, Any]] | None:
-        found: tuple[float, Any, dict[str, Any]] | None = None
-        for cand in ids:
-            if cand in taken:
-                continue
-            if (cand, head) in asserted:
-                score, hop = asserted[(cand, head)]
-            else:
-                score = implicit(cand, head)
-                # The other direction reads better: cand is the effect, not the cause.
-                if score < IMPLICIT_FLOOR or score < implicit(head, cand) - DIRECTION_MARGIN:
-                    continue
-                hop = {"cause": rows[cand][0], "effect": rows[head][0], "cue": f"implicit ({scorer.name})",
-                       "item_id": str(cand), "edge_id": None}  # fmt: skip
-            if found is None or score > found[0]:
-                found = (score, cand, hop)
-        return found
-
-    path, hops = [anchor], []
-    while len(path) < MAX_CHAIN_FACTS:
-        step = best_cause(path[-1], set(path))
-        if step is None:
-            break
-        path.append(step[1])
-        hops.append({**step[2], "score": round(step[0], 3)})
-    if not hops:
+    walk(anchor, [anchor], 0.0)
+    path = best[1][::-1]  # root first
+    if len(path) < 2:
         return own if len(own) >= 2 else []
-    # Root first; the anchor's own asserted edges (the last effect is what was asked) close it.
-    return hops[::-1] + own
+    chain = []
+    for cause, effect in itertools.pairwise(path):
+        chain.append(causes[effect][cause][1])
+    # The anchor's own asserted edges (the last effect is what was asked about) close the chain.
+    return chain + own
 
 
 def answer_from(
@@ -324,15 +254,10 @@ def answer_from(
 ) -> tuple[Answer, list[dict[str, Any]], list[str]]:
     """``facts`` are {id, content[, score, why]} dicts, best first. Returns the answer,
     the chain and the entities it was given. Only facts on the question are used."""
-    measured_facts = measured(tenant_id, question, facts)
-    kept = on_question(measured_facts)
+    kept = on_question(measured(tenant_id, question, facts))
     # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
     ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
-    chain = assemble_chain(tenant_id, kept, pool=measured_facts)
-    # A cause the chain walked to is on the question through the chain: it is used and cited.
-    in_chain = {h["item_id"] for h in chain}
-    kept_ids = {str(f["id"]) for f in kept}
-    kept += [f for f in measured_facts if str(f["id"]) in in_chain and str(f["id"]) not in kept_ids]
+    chain = assemble_chain(tenant_id, kept)
     entities = entities_among(tenant_id, ids)
     context = Context(
         question=question,
