@@ -6,13 +6,14 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
+from core.fields import BoundedCharField
 from providers.models import Isolation
 
 
 class FederatedRecallRequestSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=4000, trim_whitespace=True)
+    query = BoundedCharField(max_length=4000, trim_whitespace=True)
     engines = serializers.ListField(
-        child=serializers.CharField(max_length=63),
+        child=BoundedCharField(max_length=63),
         required=False,
         allow_empty=False,
         max_length=64,

@@ -4,6 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.fields import BoundedCharField
 from governance.models import (
     Agent,
     AgentPolicyVersion,
@@ -33,13 +34,13 @@ class AgentSerializer(serializers.ModelSerializer):
 
 
 class AgentCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
-    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    name = BoundedCharField(max_length=100)
+    description = BoundedCharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class AgentUpdateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False)
-    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    name = BoundedCharField(max_length=100, required=False)
+    description = BoundedCharField(max_length=2000, required=False, allow_blank=True)
     is_active = serializers.BooleanField(required=False)
 
 
@@ -78,7 +79,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+    name = BoundedCharField(max_length=100)
 
 
 class GrantSerializer(serializers.Serializer):
@@ -163,15 +164,15 @@ class PolicyUpdateSerializer(serializers.Serializer):
     """The whole policy document; keys left out take the documented defaults."""
 
     engine = serializers.ChoiceField(choices=AgentPolicyVersion.Engine.choices, default="builtin")
-    mem0_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
-    cognee_instance = serializers.CharField(max_length=63, required=False, allow_blank=True, default="")
+    mem0_instance = BoundedCharField(max_length=63, required=False, allow_blank=True, default="")
+    cognee_instance = BoundedCharField(max_length=63, required=False, allow_blank=True, default="")
     policy = serializers.DictField(required=False, default=dict)
-    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    note = BoundedCharField(max_length=500, required=False, allow_blank=True, default="")
 
 
 class PolicyRestoreSerializer(serializers.Serializer):
     version = serializers.IntegerField(min_value=1)
-    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    note = BoundedCharField(max_length=500, required=False, allow_blank=True, default="")
 
 
 class LegalHoldSerializer(serializers.ModelSerializer):
@@ -203,16 +204,16 @@ class LegalHoldSerializer(serializers.ModelSerializer):
 
 class LegalHoldCreateSerializer(serializers.Serializer):
     target = serializers.ChoiceField(choices=LegalHold.Target.choices)
-    subject = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    subject = BoundedCharField(max_length=128, required=False, allow_blank=True, default="")
     agent = serializers.UUIDField(required=False, allow_null=True, default=None)
-    scope = serializers.CharField(max_length=16, required=False, allow_blank=True, default="")
-    dataset = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    scope = BoundedCharField(max_length=16, required=False, allow_blank=True, default="")
+    dataset = BoundedCharField(max_length=200, required=False, allow_blank=True, default="")
     item = serializers.UUIDField(required=False, allow_null=True, default=None)
-    reason = serializers.CharField(max_length=1000)
+    reason = BoundedCharField(max_length=1000)
 
 
 class LegalHoldReleaseSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=1000)
+    reason = BoundedCharField(max_length=1000)
 
 
 class ErasureRequestSerializer(serializers.ModelSerializer):
@@ -242,7 +243,7 @@ class ErasureRequestSerializer(serializers.ModelSerializer):
 
 
 class ErasureRequestCreateSerializer(serializers.Serializer):
-    subject = serializers.CharField(max_length=128)
+    subject = BoundedCharField(max_length=128)
     scope = serializers.ChoiceField(choices=ErasureRequest.Scope.choices, default="tenant")
     agent = serializers.UUIDField(required=False, allow_null=True, default=None)
-    reason = serializers.CharField(max_length=1000)
+    reason = BoundedCharField(max_length=1000)

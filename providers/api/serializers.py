@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.fields import BoundedCharField
 from providers.adapters.registry import provider_kinds
 from providers.models import AccessControl, Isolation, ProviderWrite
 
@@ -30,7 +31,7 @@ class EngineCreateSerializer(serializers.Serializer):
     # Lower-case only: the id is also the contract's ``engine_instance`` slug.
     id = serializers.RegexField(r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)
     provider = serializers.ChoiceField(choices=[])
-    base_url = serializers.CharField(max_length=500)
+    base_url = BoundedCharField(max_length=500)
     tenant = serializers.SlugField(
         max_length=63,
         required=False,
@@ -38,7 +39,7 @@ class EngineCreateSerializer(serializers.Serializer):
         default=None,
         help_text="Tenant slug for a dedicated instance; omit for a shared one",
     )
-    credential_ref = serializers.CharField(
+    credential_ref = BoundedCharField(
         max_length=500, required=False, allow_blank=True, default="", write_only=True
     )
     access_control = serializers.ChoiceField(
@@ -83,7 +84,7 @@ class HealthSerializer(serializers.Serializer):
 
 
 class CredentialSetSerializer(serializers.Serializer):
-    credential_ref = serializers.CharField(
+    credential_ref = BoundedCharField(
         max_length=500,
         write_only=True,
         help_text="env://NAME or openbao://mount/path#key; never shown back",
@@ -137,8 +138,8 @@ class FederatedRecallSerializer(serializers.Serializer):
 
 class CandidateImportSerializer(serializers.Serializer):
     agent_id = serializers.UUIDField()
-    engine_id = serializers.CharField(max_length=63)
-    subject = serializers.CharField(max_length=128)
+    engine_id = BoundedCharField(max_length=63)
+    subject = BoundedCharField(max_length=128)
     limit = serializers.IntegerField(min_value=1, max_value=5000, default=500)
 
 
