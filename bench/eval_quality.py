@@ -1,7 +1,8 @@
 """Retrieval quality on public sets, measured through the REST API of a running server.
 
     python bench/eval_quality.py                      # every set, a fresh server
-    python bench/eval_quality.py --sets reasongraph   # or reasongraph-heldout, contradictions, locomo
+    python bench/eval_quality.py --sets reasongraph   # reasongraph | reasongraph-heldout |
+                                                      # contradictions | locomo
     python bench/eval_quality.py --data ../shared/data --port 8401
 
 The bench starts fedmem as a user would (``manage.py fedmem_run``, default settings,
@@ -19,9 +20,8 @@ Sets and figures (top 10 of every read path):
   of the gold chain in the top 10), full@10 (whole chain in the top 10), recall@5,
   precision@5 (gold facts among the first five / 5); answer-root@1 (the root cause
   the answer states is the gold chain's first fact).
-* ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (de/es/fr) and
-  ``causal_cases_batch4_trnl.jsonl`` (tr/nl), each in one agent, same figures. Never
-  tuned on: a report of how the ranking carries to cases it was not shaped by.
+* ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (German, Spanish, French),
+  scored as ``causal_cases.jsonl``; a check nothing is tuned on.
 * ``contradictions.jsonl``: each pair in an agent of its own, old then new with
   ``check_contradictions: true``; precision / recall / F1 of "the new write
   supersedes the old", and superseded-avoided: for true pairs, the share of read
@@ -291,11 +291,7 @@ def chain_scores(ranked: list[str], gold: list[str]) -> dict[str, float]:
 
 
 def eval_chains(
-    api: Api,
-    vectors: Vectors,
-    facts: list[dict[str, Any]],
-    questions: list[dict[str, Any]],
-    dump: list[dict[str, Any]] | None = None,
+    api: Api, vectors: Vectors, facts: list[dict[str, Any]], questions: list[dict[str, Any]]
 ) -> Any:
     ids = api.write(facts)
     api.wait_extracted(len(set(ids)))
@@ -306,7 +302,6 @@ def eval_chains(
 
     def one(q: dict[str, Any]) -> tuple[dict[str, list[str]], float]:
         gold = [by_text[g] for g in q["gold"] if g in by_text]
-        texts = {pk: f["content"] for f, pk in zip(facts, ids, strict=True)}
         answer_ids, root = api.answer(q["query"])
         ranked = {
             "vector": vectors.top(matrix, ids, q["query"]),
@@ -315,11 +310,6 @@ def eval_chains(
             "discover": api.discover(q["query"]),
             "answer": answer_ids,
         }
-        if dump is not None:
-            dump.append({
-                "query": q["query"], "gold": q["gold"], "root": texts.get(root or ""),
-                "ranked": {p: [texts.get(pk, pk) for pk in r] for p, r in ranked.items()},
-            })  # fmt: skip
         return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0])
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -548,7 +538,6 @@ def main() -> None:
         help="LoCoMo read paths: vector, bm25 (both computed here), keyword, hybrid, "
         "graph (waits for extraction)",
     )
-    parser.add_argument("--dump", type=Path, help="write every causal question's top 10 per read path here")
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provision:
@@ -562,12 +551,12 @@ def main() -> None:
     rg = args.data / "reasongraph"
     pairs = [json.loads(line) for line in (rg / "contradictions.jsonl").read_text().splitlines()]
     conversations = locomo_conversations(args.data / "locomo" / "locomo10.zip") if "locomo" in sets else []
-    names = ["causal", "extra", "heldout-3", "heldout-4"] + [f"pair-{n}" for n in range(len(pairs))]
+    names = ["causal", "extra", "heldout"] + [f"pair-{n}" for n in range(len(pairs))]
     names += [f"locomo-{n}" for n in range(len(conversations))]
     proc = None if args.url else start_server(args.data_dir, args.port)
     base = (args.url or f"http://127.0.0.1:{args.port}").rstrip("/")
-    state = args.data_dir / "eval_state.json"
     try:
+        state = args.data_dir / "eval_state.json"
         if args.reuse and state.exists():
             saved = json.loads(state.read_text())
             agents, Api.written = saved["agents"], saved["written"]
@@ -575,22 +564,19 @@ def main() -> None:
             agents = provision(args.data_dir, f"eval-{int(time.time())}", names)
         vectors = Vectors()
         began = time.monotonic()
-        chain_sets: list[tuple[str, str, Any]] = []
+        chain_sets = []
         if "reasongraph" in sets:
             chain_sets += [
-                ("causal_cases.jsonl", "causal", causal_cases(rg / "causal_cases.jsonl")),
-                ("reasoning_cases_extra.jsonl", "extra", extra_cases(rg / "reasoning_cases_extra.jsonl")),
+                ("causal", "causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")),
+                ("extra", "reasoning_cases_extra.jsonl", extra_cases(rg / "reasoning_cases_extra.jsonl")),
             ]
         if "reasongraph-heldout" in sets:
-            for n, file in ((3, "causal_cases_batch3.jsonl"), (4, "causal_cases_batch4_trnl.jsonl")):
-                chain_sets.append((f"{file} (held out)", f"heldout-{n}", causal_cases(rg / file)))
-        dumps: dict[str, list[dict[str, Any]]] = {}
+            held = "causal_cases_batch3.jsonl"
+            chain_sets.append(("heldout", held, causal_cases(rg / held)))
         if chain_sets:
-            for label, name, (facts, questions) in chain_sets:
-                dumps[label] = []
-                table, root, n_facts = eval_chains(
-                    Api(base, agents[name]), vectors, facts, questions, dumps[label]
-                )
+            for name, label, (facts, questions) in chain_sets:
+                agent = agents[name]
+                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions)
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
                 print(
                     f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
@@ -613,13 +599,9 @@ def main() -> None:
             print(f"\nLoCoMo: {len(conversations)} conversations, {n} questions (category 5 excluded), "
                   "turn evidence in the top 10")  # fmt: skip
             print_locomo(counts, latency)
-        if args.dump:
-            args.dump.write_text(json.dumps(dumps, indent=1, ensure_ascii=False))
         print(f"\n(elapsed {time.monotonic() - began:.0f} s)")
+        state.write_text(json.dumps({"agents": agents, "written": Api.written}))
     finally:
-        # Saved even when a read fails, so --reuse can pick up the data written.
-        if "agents" in locals():
-            state.write_text(json.dumps({"agents": agents, "written": Api.written}))
         if proc is not None:
             stop_server(proc)
 

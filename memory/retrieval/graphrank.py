@@ -5,17 +5,15 @@ and ``answer``.
    graph neighbourhood of its facts, ``hops`` rounds deep: facts sharing a
    *specific* entity (:mod:`memory.retrieval.specificity`: hubs, dates, numbers,
    pronouns and generic nouns never bridge), facts whose causal edge continues
-   one of theirs (the stored span links), and the turns around each of the best
-   seeds in its session (a conversation's neighbourhood).
+   one of theirs (the stored span links), and the turns right before and after
+   each seed in its session (a conversation's neighbourhood).
 2. **Graph**: items and their bridging entities, item -> entity weighted by the
    entity's specificity, entity -> entity where two spans name the same thing
    (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading bays" /
-   "the remaining bay"), item -> item along causal links, item -> session node.
+   "the remaining bay"), item -> item along causal links and session adjacency.
 3. **Score**: personalized PageRank over that graph, restarting at the seeds in
-   proportion to their query relevance (cf. HippoRAG 2); a fact's graph score is
-   the mass it receives from the *other* seeds' restarts (:func:`graph_support`),
-   fused with the dense and lexical relevance: ``relevance + GRAPH_WEIGHT x
-   support / max(support)`` where
+   proportion to their query relevance (cf. HippoRAG 2), fused with the dense and
+   lexical relevance: ``relevance + GRAPH_WEIGHT x ppr / max(ppr)`` where
    ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical coverage``.
    A fact two bridges away from the best match can so overtake one that is
    merely similar to the question.
@@ -52,10 +50,7 @@ GRAPH_WEIGHT = 2.0
 DAMPING = 0.7
 ITERATIONS = 30
 CAUSAL_WEIGHT = 2.0
-SESSION_WEIGHT = 5.0
-# Session context: the turns around the SESSION_SEEDS best seeds, SESSION_SPAN each way.
-SESSION_SEEDS = 10
-SESSION_SPAN = 4
+SESSION_WEIGHT = 0.5
 TERM_WEIGHT = 1.0
 # Term bridges: from the best TERM_SOURCES facts of each round, to TERM_BRIDGES
 # facts each whose BM25 coverage of the source's words reaches TERM_FLOOR.
@@ -171,10 +166,8 @@ def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, A
     return [row for row in out if row[0] != row[1]]
 
 
-def _session_members(items: list[MemoryItem]) -> list[tuple[Any, Any]]:
-    """(item, another turn of its session): up to SESSION_SPAN written before it and as
-    many after it (same agent). A batch write stamps its items alike, so ties are
-    broken by id, both ways, to reach distinct turns."""
+def _session_neighbours(items: list[MemoryItem]) -> list[tuple[Any, Any]]:
+    """(item, the turn right before / after it in its session), same agent."""
     rows = [(i.pk, i.agent_id, i.session_id, i.created_at) for i in items if i.session_id]
     if not rows:
         return []
@@ -183,13 +176,11 @@ def _session_members(items: list[MemoryItem]) -> list[tuple[Any, Any]]:
             "SELECT s.id, x.id FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[]) "
             "AS s(id, agent_id, session_id, created_at) CROSS JOIN LATERAL ("
             "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
-            "AND m.created_at <= s.created_at AND m.id <> s.id ORDER BY m.created_at DESC, m.id DESC "
-            "LIMIT %s) UNION "
+            "AND m.created_at < s.created_at ORDER BY m.created_at DESC LIMIT 1) UNION ALL "
             "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
-            "AND m.created_at >= s.created_at AND m.id <> s.id ORDER BY m.created_at, m.id LIMIT %s)) AS x",
-            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-             SESSION_SPAN, SESSION_SPAN],
-        )  # fmt: skip
+            "AND m.created_at > s.created_at ORDER BY m.created_at LIMIT 1)) AS x",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]],
+        )
         return cursor.fetchall()
 
 
@@ -249,13 +240,15 @@ def rank(
 
     # Edges of the subgraph, filled while expanding.
     causal: list[tuple[Any, Any, float]] = []
+    session: list[tuple[Any, Any]] = []
 
     def reached(pk: Any, parent: Any, kind: str, hop: int, step: dict[str, Any]) -> None:
         if pk not in reach and len(reach) < max_visited:
             origin = reach[parent]
             reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
 
-    for a, b in _session_members([h.item for h in hits[:SESSION_SEEDS]]):
+    for a, b in _session_neighbours([h.item for h in hits]):
+        session.append((a, b))
         reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
@@ -348,23 +341,13 @@ def rank(
         if a in index and b in index:
             adjacency[index[a], index[b]] += TERM_WEIGHT * coverage
             adjacency[index[b], index[a]] += TERM_WEIGHT * coverage
-    # A session is a node of its own: the turns of one conversation share a context,
-    # so a session holding several relevant turns lends weight to all of its turns.
-    sessions: dict[tuple[Any, str], list[int]] = {}
-    for pk in ids:
-        if rows[pk].session_id:
-            sessions.setdefault((rows[pk].agent_id, rows[pk].session_id), []).append(index[pk])
-    grown = np.zeros((n + len(sessions), n + len(sessions)))
-    grown[:n, :n] = adjacency
-    adjacency, rel = grown, np.concatenate([rel, np.zeros(len(sessions))])
-    for offset, members in enumerate(sessions.values()):
-        if len(members) > 1:
-            adjacency[members, n + offset] += SESSION_WEIGHT
-            adjacency[n + offset, members] += SESSION_WEIGHT
+    for a, b in session:
+        if a in index and b in index:
+            adjacency[index[a], index[b]] += SESSION_WEIGHT
+            adjacency[index[b], index[a]] += SESSION_WEIGHT
     restart = _restart(rel, [index[pk] for pk in seeds if pk in index])
-    # What the graph adds: the mass the walk carries to a fact from the *other* seeds'
-    # restarts; a seed's own mass circling back through its entities is no support.
-    graph_score = graph_support(adjacency, restart)
+    # The mass the walk carried (its restart share taken out): what the graph adds.
+    graph_score = personalized_pagerank(adjacency, restart) - (1 - DAMPING) * restart
     top = max(float(graph_score[: len(ids)].max()), 1e-12)
 
     ranked = []
@@ -399,29 +382,6 @@ def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
     mass = np.exp((values - values.max()) / TEMPERATURE)
     p[seed_rows] = mass / mass.sum()
     return p
-
-
-def _transition(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
-    out_weight = adjacency.sum(axis=1)
-    transition = np.divide(
-        adjacency, out_weight[:, None], out=np.zeros_like(adjacency), where=out_weight[:, None] > 0
-    )
-    transition[out_weight == 0] = restart  # dangling nodes jump back
-    return transition
-
-
-def graph_support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
-    """Per node, the personalized PageRank mass it receives from the restarts at other
-    nodes. PageRank is linear in the restart vector: with ``M = (1-d)(I - dP)^-1`` the
-    mass node i holds is ``sum_j restart_j M[j, i]``; the ``j = i`` term (a seed's own
-    relevance echoed back) is left out. One dense solve: the subgraph is small
-    (bounded by ``max_visited`` plus its entities)."""
-    n = len(restart)
-    if n == 0:
-        return restart.copy()
-    spread = (1 - DAMPING) * np.linalg.inv(np.eye(n) - DAMPING * _transition(adjacency, restart))
-    mass = restart @ spread
-    return mass - restart * np.diag(spread)
 
 
 def personalized_pagerank(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:

@@ -107,24 +107,6 @@ def test_pagerank_reaches_two_bridges_away_and_prefers_the_stronger_bridge():
     assert scores[0] > scores[1] > scores[2] > scores[3] > 0
 
 
-def test_graph_support_is_what_other_seeds_send_not_a_seeds_own_echo():
-    # items 0 and 1 are seeds, each with an entity of its own (2, 3); item 4 shares
-    # entity 2 with seed 0. A seed's mass circling back through its entity is no support.
-    a = np.zeros((5, 5))
-    for item, entity in [(0, 2), (1, 3), (4, 2)]:
-        a[item, entity] = a[entity, item] = 1
-    restart = np.array([0.6, 0.4, 0, 0, 0])
-    support = graphrank.graph_support(a, restart)
-    echo = graphrank.personalized_pagerank(a, restart) - (1 - graphrank.DAMPING) * restart
-    assert echo[1] > 0.05  # the old score: an isolated seed looked supported by itself
-    assert support[1] == pytest.approx(0.0, abs=1e-9)
-    assert support[0] == pytest.approx(0.0, abs=1e-9)  # item 4 has no relevance to send back
-    assert support[4] == pytest.approx(graphrank.personalized_pagerank(a, restart)[4], abs=1e-4)
-    assert support[4] > 0.05
-    restart[4] = 0.2  # once item 4 is relevant too, seed 0 is supported through their entity
-    assert graphrank.graph_support(a, restart / restart.sum())[0] > 0.01
-
-
 # --- implicit causal scorer -------------------------------------------------------------
 
 
@@ -193,36 +175,6 @@ def test_graph_moves_a_bridged_fact_into_the_top_and_says_why(access, depot):
     found = next(r for r in ranked if r.item.pk == middle.pk)
     assert found.graph > 0.3 and found.relevance < min(r.relevance for r in ranked if r.item.pk != middle.pk)
     assert set(found.why()) >= {"score", "relevance", "similarity", "lexical", "graph", "bridges", "links"}
-
-
-TRIP = [
-    ("trip", "The ferry to Bergen was cancelled on Friday evening."),
-    ("trip", "Lena spent the night in a harbour hotel instead."),
-]
-FERRY_FACTS = [
-    ("a", "The Bergen ferry timetable changes every winter."),
-    ("b", "Cancelled ferries are refunded within a week."),
-    ("c", "The ferry company to Bergen owns four ships."),
-    ("d", "Evening ferries were cancelled twice last year."),
-]
-
-
-def test_a_turn_of_the_best_matchs_session_outranks_similar_facts_of_other_sessions(access, settings):
-    # The graph's session nodes alone: hybrid's own session context (a neighbour's
-    # score lent to a turn) would lift the turn before the graph sees it.
-    settings.FEDMEM_HYBRID_CONTEXT_WEIGHT = 0.0
-    cancelled, hotel = [fact(access, text, session_id=session) for session, text in TRIP]
-    for session, text in FERRY_FACTS:
-        fact(access, text, session_id=session)
-    # One batch write stamps every item alike: the session's turns have no order.
-    MemoryItem.objects.filter(agent=access.agent).update(created_at=cancelled.created_at)
-    query = "What happened after the ferry to Bergen was cancelled?"
-    plain = retrieve(access, RecallQuery(query=query, scopes=("agent",), keys=Keys(narrow=True), top_k=3))
-    assert hotel.pk not in [h.item.pk for h in plain]  # merely similar facts fill the plain top 3
-    ranked = _rank(access, query, top_k=3)
-    assert ranked[0].item.pk == cancelled.pk
-    found = next(r for r in ranked if r.item.pk == hotel.pk)  # pushed a similar fact out
-    assert found.graph > 0.3 and found.relevance < min(r.relevance for r in ranked if r is not found)
 
 
 def test_the_core_reads_only_what_the_caller_may_see(access, depot, world):
