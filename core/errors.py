@@ -63,6 +63,7 @@ class ErrorCode(StrEnum):
     ERASURE_NOT_COMPLETED = "erasure_not_completed"
     ERASURE_COMPLETED = "erasure_completed"
     ERASURE_REQUEST_NOT_FOUND = "erasure_request_not_found"
+    ERASURE_TARGET_REQUIRED = "erasure_target_required"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     JOB_NOT_FOUND = "job_not_found"
     KNOWLEDGE_DATASET_ENGINE_CHANGED = "knowledge_dataset_engine_changed"
@@ -248,6 +249,13 @@ class ErasureCompleted(Conflict):
 
 class ErasureRequestNotFound(NotFound):
     code = ErrorCode.ERASURE_REQUEST_NOT_FOUND
+
+
+class ErasureTargetRequired(InvalidInput):
+    """An erasure request named neither a subject nor a dataset."""
+
+    code = ErrorCode.ERASURE_TARGET_REQUIRED
+    message = "Name a subject, datasets, or both."
 
 
 class IdempotencyKeyReused(Unprocessable):

@@ -198,6 +198,7 @@ def erasures(request: HttpRequest) -> HttpResponse:
                     tenant=tenant,
                     actor=request.user,
                     subject=data["subject"],
+                    datasets=data["datasets"],
                     scope=data["scope"],
                     reason=data["reason"],
                     agent=agent,

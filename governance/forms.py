@@ -61,10 +61,18 @@ class ReleaseForm(forms.Form):
 
 
 class ErasureForm(forms.Form):
-    subject = forms.CharField(max_length=128, label="Subject (user id)")
+    """A subject, datasets, or both (the service refuses neither, with its own code)."""
+
+    subject = forms.CharField(max_length=128, required=False, label="Subject (user id)")
+    # Comma- or newline-separated dataset names; the service checks each (bounds,
+    # duplicates, known in the tenant) exactly as for the API.
+    datasets = forms.CharField(max_length=6000, required=False, label="Datasets")
     scope = forms.ChoiceField(choices=ErasureRequest.Scope.choices, label="Scope")
     agent = forms.UUIDField(required=False, label="Agent (scope agent)")
     reason = forms.CharField(max_length=1000, label="Reason")
+
+    def clean_datasets(self) -> list[str]:
+        return _csv(self.cleaned_data.get("datasets", "").replace("\n", ","))
 
 
 def _csv(value: str) -> list[str]:

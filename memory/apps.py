@@ -10,13 +10,14 @@ class MemoryConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from governance.services.demo import register_demo_memory_seeder
-        from governance.services.erasure import register_subject_deleter
+        from governance.services.erasure import register_dataset_checker, register_subject_deleter
         from memory.embeddings import check_dimension, configured_model_path
-        from memory.erasure import erase_subject_memory
+        from memory.erasure import check_erasable_datasets, erase_subject_memory
         from memory.models import EMBEDDING_DIMENSIONS
         from memory.services.demo import memory_demo_seed
 
         register_subject_deleter("memory", erase_subject_memory)
+        register_dataset_checker("memory", check_erasable_datasets)
         register_demo_memory_seeder(memory_demo_seed)
 
         # Fail at start-up, not on the first write, when the configured embedding

@@ -122,6 +122,11 @@ def _engine_forget(
 
 
 def forget_subject_in_engines(target: ErasureTarget) -> list[dict[str, Any]]:
+    if not target.subject:
+        # A request naming only datasets: builtin datasets are local rows (a dataset
+        # kept in an engine is refused at request time), and an empty subject must
+        # never become a purge of an engine's empty namespace.
+        return []
     tenant = Tenant.objects.get(pk=target.tenant_id)
     agents = Agent.objects.filter(tenant=tenant)
     if target.agent_id is not None:

@@ -26,7 +26,12 @@ from governance.services import erasure as erasure_services
 
 TAG = ["erasure"]
 ERRORS = {
-    400: OpenApiResponse(description="Invalid input; `details.fields` names each bad field."),
+    400: OpenApiResponse(
+        description=(
+            "Invalid input; `details.fields` names each bad field (`validation_error`), "
+            "or neither a subject nor datasets (`erasure_target_required`)."
+        )
+    ),
     401: OpenApiResponse(description="No or an invalid API key."),
     403: OpenApiResponse(description="Your role does not allow this."),
     404: OpenApiResponse(description="Unknown or foreign erasure request."),
@@ -48,7 +53,7 @@ class ErasureRequestListView(APIView):
 
     @extend_schema(
         tags=TAG,
-        summary="Request the erasure of a subject (202; a worker does it)",
+        summary="Request the erasure of a subject and/or named datasets (202; a worker does it)",
         request=s.ErasureRequestCreateSerializer,
         responses={202: s.ErasureRequestSerializer, **ERRORS},
     )
@@ -66,6 +71,7 @@ class ErasureRequestListView(APIView):
             tenant=request.tenant,
             actor=request.user,
             subject=data["subject"],
+            datasets=data["datasets"],
             scope=data["scope"],
             reason=data["reason"],
             agent=agent,

@@ -16,6 +16,7 @@ from governance.models import (
     Tenant,
 )
 from governance.models.agents import AgentPermission
+from governance.services.erasure import DATASET_NAME_MAX, MAX_DATASETS
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -217,7 +218,8 @@ class LegalHoldReleaseSerializer(serializers.Serializer):
 
 
 class ErasureRequestSerializer(serializers.ModelSerializer):
-    """An erasure request; the subject is shown only as its hash."""
+    """An erasure request; the subject is shown only as its hash (empty when the
+    request names only datasets)."""
 
     requested_by = serializers.CharField(source="requested_by.username", read_only=True)
     progress = serializers.IntegerField(source="job.progress", read_only=True)
@@ -229,6 +231,7 @@ class ErasureRequestSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "subject_hash",
+            "datasets",
             "scope",
             "agent",
             "reason",
@@ -243,7 +246,26 @@ class ErasureRequestSerializer(serializers.ModelSerializer):
 
 
 class ErasureRequestCreateSerializer(serializers.Serializer):
-    subject = BoundedCharField(max_length=128)
+    """A subject, datasets, or both; neither is 400 ``erasure_target_required``."""
+
+    subject = BoundedCharField(
+        max_length=128,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The data subject (user_id) whose memory goes. Optional when `datasets` is given.",
+    )
+    datasets = serializers.ListField(
+        child=BoundedCharField(max_length=DATASET_NAME_MAX, trim_whitespace=False),
+        required=False,
+        default=list,
+        max_length=MAX_DATASETS,
+        help_text=(
+            "Knowledge datasets (names) whose chunks go too, whoever they were written for "
+            "(in scope `agent`: the agent's own datasets). Distinct names, at most 50; a name "
+            "the tenant does not have is a 400 naming it."
+        ),
+    )
     scope = serializers.ChoiceField(choices=ErasureRequest.Scope.choices, default="tenant")
     agent = serializers.UUIDField(required=False, allow_null=True, default=None)
     reason = BoundedCharField(max_length=1000)

@@ -1,4 +1,4 @@
-"""Erasure of a data subject: the request (with its certificate) and the fence.
+"""Erasure of a data subject (and of named datasets): the request (with its certificate) and the fence.
 
 The subject is kept in clear only while the request is pending — the worker needs
 it to find the data — and blanked when the erasure completes; from then on the
@@ -19,7 +19,8 @@ from .tenancy import Tenant
 
 
 class ErasureRequest(models.Model):
-    """One request to erase every trace of a subject, in a tenant or one agent."""
+    """One request to erase every trace of a subject and/or the knowledge chunks of
+    named datasets, in a tenant or one agent (at least one of the two is named)."""
 
     class Scope(models.TextChoices):
         TENANT = "tenant"
@@ -34,7 +35,11 @@ class ErasureRequest(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="erasure_requests")
     subject = models.CharField(max_length=128, blank=True, help_text="blanked when the erasure completes")
-    subject_hash = models.CharField(max_length=64, db_index=True)
+    # Empty when the request names only datasets.
+    subject_hash = models.CharField(max_length=64, db_index=True, blank=True)
+    # Knowledge datasets (tenant-unique names) whose chunks go too: chunks ingested
+    # without a user_id belong to no subject, and only naming their dataset reaches them.
+    datasets = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.TENANT)
     agent = models.ForeignKey(
         "governance.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="erasure_requests"

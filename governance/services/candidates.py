@@ -138,6 +138,8 @@ def candidate_review(*, candidate: Candidate, actor: Any, decision: str, reason:
 def erase_subject_candidates(target: Any) -> Any:
     """Subject deleter for erasure: the subject's candidates, except under a subject
     or agent hold (registered in ``GovernanceConfig.ready``)."""
+    if not target.subject:  # a request naming only datasets erases no subject's candidates
+        return DeleterResult()
     qs = Candidate.objects.filter(tenant_id=target.tenant_id, subject=target.subject)
     if target.agent_id is not None:
         qs = qs.filter(agent_id=target.agent_id)
