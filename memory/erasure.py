@@ -116,7 +116,9 @@ def erase_subject_memory(target: ErasureTarget) -> DeleterResult:
         audit_blocked(
             tenant=Tenant.objects.get(pk=target.tenant_id),
             actor=target.actor,
-            operation="erasure",
+            # A request naming only datasets is audited under its own operation, so
+            # the hold matrix tells the two apart (memory/tests/test_reliability_holds.py).
+            operation="erasure" if target.subject else "dataset_erasure",
             holds=covering,
             count=sum(entry["count"] for entry in result.held),
             flagged=sum(entry["flagged"] for entry in result.held),

@@ -4,6 +4,9 @@
   chunks, shared entities, dataset holds and released holds, the canary (in the
   subject id and in the content) is in no text, JSON, array or full-text column
   of any model the catalog lists (every model, ``_meta.get_fields()``) -> 0 hits.
+  The same scan after an erasure that names datasets of chunks ingested with no
+  ``user_id`` (causal chains, shared entities, a dataset hold and an item hold
+  among them): the erased canary -> 0 hits, the held rows' canary -> unchanged.
 * Hold x write-path matrix: every write path that can change or delete existing
   memory (provider forget included, against a local engine), against a hold of
   every target the hold model offers, changes 0 held rows (full row snapshots of
@@ -169,6 +172,68 @@ def test_erasure_leaves_zero_canary_hits_in_the_whole_catalog(world, access, set
     assert not LegalHold.objects.filter(subject__icontains=canary).exists()
 
 
+def test_a_dataset_erasure_leaves_zero_canary_hits_outside_held_rows(world, access, settings):
+    """Chunks with no user_id reach erasure only by their dataset. Two canaries: one
+    in what must go, one in what holds keep (an item hold on a chunk of the named
+    dataset, a dataset hold on a second named dataset)."""
+    # Two unrelated tokens: neither canary may contain the other.
+    erased, held = f"canary{uuid.uuid4().hex[:12]}", f"keptcanary{uuid.uuid4().hex[:12]}"
+    settings.FEDMEM_ENTITY_MERGE_THRESHOLD = 0.9  # "Zorblax Industries" ~ "... Group" merge
+    fact(access, "Zorblax Industries bought the plant.", user_id="cust-keep")
+    fact(access, "The database crash caused checkout failures.", user_id="cust-keep")
+    outcome = knowledge_ingest(
+        access=access,
+        texts=[
+            f"Vendor note {erased}: Zorblax Industries Group signed the lease.",
+            f"The {erased} outage caused checkout failures.",
+            f"Held note {held}: the vendor disputes the invoice.",
+        ],
+        dataset_name="vendor-notes",
+    )
+    leases = knowledge_ingest(
+        access=access, texts=[f"Lease note {held}: renews in March."], dataset_name="leases"
+    )
+    for chunk_id in [*outcome.item_ids, *leases.item_ids]:
+        extract_item(chunk_id)
+    chunks = MemoryItem.objects.filter(pk__in=outcome.item_ids)
+    assert not chunks.exclude(user_id="").exists()  # no subject reaches these
+    held_chunk = chunks.get(content__contains=held)
+    item_hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="item", item_id=held_chunk.pk, reason="r"
+    )
+    set_hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="dataset", dataset="leases", reason="r"
+    )
+    before, before_held = canary_hits(erased), canary_hits(held)
+    assert {"memory_item.content", "memory_history.new_content"} <= set(before)
+
+    request = erasure_request_create(
+        tenant=world.tenant,
+        actor=world.officer,
+        datasets=["vendor-notes", "leases"],
+        scope="tenant",
+        reason="vendor contract ended",
+    )
+    request = erasure_run(request_id=request.pk)
+
+    after, after_held = canary_hits(erased), canary_hits(held)
+    kept = MemoryItem.objects.filter(user_id="cust-keep").count()
+    per_dataset = {d["name"]: (d["deleted"], d["held"]) for d in request.certificate["datasets"]}
+    by_hold = {h["hold"]: h["rows"] for h in request.certificate["holds"]}
+    print(
+        f"\ndataset erasure canary scan: {len(catalog_text_columns())} columns, erased canary "
+        f"before={sum(before.values())} ({len(before)} columns) after={sum(after.values())}; held "
+        f"canary before={sum(before_held.values())} after={sum(after_held.values())}; "
+        f"status={request.status}; datasets (deleted, held)={per_dataset}; other items kept={kept}"
+    )
+    assert after == {}, after
+    assert after_held == before_held
+    assert request.status == "completed"
+    assert per_dataset == {"vendor-notes": (2, 1), "leases": (0, 1)}
+    assert by_hold == {str(item_hold.pk): {"memory_item": 1}, str(set_hold.pk): {"memory_item": 1}}
+    assert kept == 2
+
+
 # --- hold x write-path matrix -----------------------------------------------------------
 
 SUBJECT = "cust-held"
@@ -266,6 +331,11 @@ def _paths(world, access, chunk: MemoryItem) -> dict[str, Callable[[], Any]]:
             ErasureTarget(tenant_id=world.tenant.pk, subject=SUBJECT, agent_id=None)
         ),
         "erasure": lambda: _erase(world, SUBJECT),
+        "dataset_erasure": lambda: erasure_run(
+            request_id=erasure_request_create(
+                tenant=world.tenant, actor=world.officer, datasets=["held-set"], scope="tenant", reason="r"
+            ).pk
+        ),
         "dataset_delete": lambda: knowledge_dataset_delete(access=access, name="held-set"),
     }
 
