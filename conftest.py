@@ -47,14 +47,48 @@ def pytest_sessionstart(session) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _counter_connections(django_db_setup):
-    """The counter table's own connections close before the test database is
-    dropped (it refuses while anyone is connected)."""
+    """Every connection to the test database is gone before it is dropped: DROP
+    DATABASE refuses ("is being accessed by other users") while any session is
+    left. The counter table's own connection closes, then Django's pool; and since a
+    closed client's server process exits on its own time (seconds on a loaded
+    machine, longer than DROP's five-second wait), teardown waits until PostgreSQL
+    lists no other session on the database, and names any that stays."""
     yield
     from django.conf import settings
     from django.core.cache import caches
+    from django.db import connections
 
     if settings.CACHES["counters"]["BACKEND"].endswith("DatabaseCounterCache"):
         caches["counters"].close_all()
+    connections.close_all()
+    for conn in connections.all():
+        if conn.vendor == "postgresql":
+            conn.close_pool()
+    _wait_until_alone(connections["default"].settings_dict)
+
+
+def _wait_until_alone(db: dict, timeout: float = 60.0) -> None:
+    import time
+    import warnings
+
+    import psycopg
+
+    params = {"host": db["HOST"] or None, "port": db["PORT"] or None, "user": db["USER"] or None}
+    params["password"] = db["PASSWORD"] or None
+    left: list = []
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = conn.execute(
+                "SELECT pid, application_name, state, left(query, 80) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                [db["NAME"]],
+            ).fetchall()
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    if left:
+        warnings.warn(f"sessions still on {db['NAME']} at teardown: {left}", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)

@@ -63,6 +63,9 @@ class DatabaseCounterCache(BaseCache):
             conn.close()
             conn = None
         if conn is None:
+            options = {k: v for k, v in params.get("OPTIONS", {}).items() if k != "pool"}
+            # Named, so pg_stat_activity tells this connection from the pool's.
+            options.setdefault("application_name", "fedmem-counters")
             conn = psycopg.connect(
                 host=params["HOST"] or None,
                 port=params["PORT"] or None,
@@ -70,7 +73,7 @@ class DatabaseCounterCache(BaseCache):
                 user=params["USER"] or None,
                 password=params["PASSWORD"] or None,
                 autocommit=True,
-                **{k: v for k, v in params.get("OPTIONS", {}).items() if k != "pool"},
+                **options,
             )
             _Shared.connection, _Shared.target = conn, target
         return conn

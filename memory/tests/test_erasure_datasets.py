@@ -221,3 +221,19 @@ def test_the_console_requests_a_dataset_erasure(world, access, client):
     assert created.status_code == 200, created.content
     assert ErasureRequest.objects.get().datasets == ["leases"]
     assert "leases" in created.content.decode()
+
+
+def test_the_schema_describes_the_datasets_field(db):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("spectacular", "--format", "openapi-json", stdout=out)
+    components = json.loads(out.getvalue())["components"]["schemas"]
+    datasets = components["ErasureRequestCreateRequest"]["properties"]["datasets"]
+    assert datasets["type"] == "array" and datasets["maxItems"] == 50
+    assert datasets["items"]["maxLength"] == 100
+    assert "subject" not in components["ErasureRequestCreateRequest"].get("required", [])
+    assert "datasets" in components["ErasureRequest"]["properties"]
