@@ -150,7 +150,7 @@ def test_holds_keep_what_they_cover_and_the_certificate_names_them(world, access
     if hold is not None:
         [summary] = done.certificate["holds"]
         assert summary["hold"] == str(hold.pk) and summary["rows"] == {"memory_item": len(covered)}
-        blocked = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="erasure")
+        blocked = AuditEvent.objects.get(action="legal_hold.blocked", data__operation="dataset_erasure")
         assert blocked.data["holds"] == [str(hold.pk)]
     else:
         assert entry["legal_hold_flag"] is True
