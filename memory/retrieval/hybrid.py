@@ -18,12 +18,16 @@ the caller's view is ever scored:
   cosine + the rest x BM25 coverage) or by reciprocal rank fusion (``1/(k + rank)``
   summed, k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
-* session context (linear fusion): an item written in a session also gains
-  ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the fused score of the better of its two
-  neighbours in that session (the visible items written just before and just after
-  it). In a conversation the answer to a question often sits in the turn after the
-  one that words it ("what's your favourite game?" / "Xenoblade, I play it daily"),
-  and a reply's meaning leans on the turn it answers. The neighbours are found in
+* session context (linear fusion): an item written in a session is lifted by
+  ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the lead the better of its two neighbours in
+  that session (the visible items written just before and just after it) has over
+  its own fused score. In a conversation the answer to a question often sits in
+  the turn after the one that words it ("what's your favourite game?" / "Xenoblade,
+  I play it daily"), and a reply's meaning leans on the turn it answers. Only a
+  better neighbour lifts: a bonus of the neighbour's whole score would favour every
+  item that has neighbours over one that stands alone, which on short sessions of
+  loosely related facts (and on languages the embedding model ranks flatly)
+  promoted plain neighbours over the facts that answer. The neighbours are found in
   the same statement through the (agent, session, created_at) index, two probes per
   candidate, and only their score is used: a neighbour is never returned for being one.
 """
@@ -297,8 +301,12 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             # Textual order: the context column (before the score), then the score's
             # own terms, the weight and the context again.
             select_params[1:1] = context_params
-            score = f"({score} + %s * coalesce({context}, 0))"
-            select_params.extend([context_weight, *context_params])
+            # Lifted toward a better neighbour, never by a worse one: a weaker
+            # neighbour says nothing about the item, and an absolute bonus would
+            # favour every item that has neighbours over one that stands alone.
+            own = score
+            score = f"({own} + %s * greatest(coalesce({context}, 0) - {own}, 0))"
+            select_params.extend([context_weight, *context_params, dense, vector, 1 - dense])
             nsql, nparams = base.values_list(
                 "id", "embedding", "agent_id", "session_id", "created_at"
             ).query.sql_with_params()

@@ -119,12 +119,12 @@ def tenant_languages(tenant_id: Any) -> dict[str, int]:
 
 def query_languages(tenant_id: Any, text: str) -> list[str]:
     """The configurations to analyse ``text`` in: the tenant's ``MAX_LANGUAGES`` most
-    common ones, and the query's own (the tenant's first item in a language is
-    found before the cached languages list it)."""
+    common ones, and the query's own when it has one (the tenant's first item in a
+    language is found before the cached languages list it)."""
     held = tenant_languages(tenant_id)
     chosen = sorted(held, key=lambda lang: (-held[lang], lang))[:MAX_LANGUAGES]
     own = detect(text)
-    return chosen if own in chosen else [own, *chosen]
+    return chosen if own in chosen or own == SIMPLE else [own, *chosen]
 
 
 def query_lexemes(text: str, languages: list[str] | None = None) -> list[Term]:
