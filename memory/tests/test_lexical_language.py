@@ -48,7 +48,7 @@ def _stored_vector(pk) -> str:
         ("Le serveur a redémarré parce que la mémoire était pleine.", "french"),
         ("De server werd herstart omdat het geheugen vol was.", "dutch"),
         ("Сервер перезапустился, потому что память была заполнена.", "russian"),
-        ("Ο διακομιστής επανεκκινήθηκε.", "greek"),
+        ("Ο διακομιστής επανεκκινήθηκε.", "greek"),  # noqa: RUF001 - Greek on purpose
     ],
 )
 def test_detects_the_language_of_a_sentence(text, language):
