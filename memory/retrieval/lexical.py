@@ -11,8 +11,9 @@ tenant's statistics:
   language): an item is matched and scored only by the query's lexemes in *its*
   language, a German item by German stems, an English one by English stems;
 * a term is a (language, lexeme) pair: its document frequency counts the tenant's
-  items of that language holding it, from the GIN index (one count per term), and
-  is cached per process for ``STATS_TTL`` seconds with the tenant's size and
+  items of that language holding it, from the GIN index (one count per term), its
+  IDF is taken among the items of that language, and it is cached per process
+  for ``STATS_TTL`` seconds with the tenant's size and
   languages, so a repeated word costs nothing and the statistics follow the
   tenant's growth;
 * candidates are the visible items containing the *rarest* query terms, taken
@@ -67,8 +68,11 @@ class Stats:
     languages: dict[str, int] = field(default_factory=dict)
 
     def idf(self, term: Term) -> float:
-        n, df = self.documents, self.df.get(term, 0)
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        # Among the items of the term's language: a stopword of a language few items
+        # are stored in ("what" in the handful of `simple` turns) is common there,
+        # not rare in the tenant.
+        n, df = self.languages.get(term[0], self.documents), self.df.get(term, 0)
+        return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
 class _Cache:

@@ -174,3 +174,15 @@ def test_the_migration_backfills_the_language_of_existing_items(access):
     assert languages[code.pk] == SIMPLE
     # The generated column follows the language: German stems once backfilled.
     assert "'liefer'" in _stored_vector(german.pk)
+
+
+def test_idf_is_taken_among_the_items_of_the_terms_language():
+    # "what" in three of four unstemmed items is common there, however large the
+    # tenant's English side; "forklift" in three of a thousand English items is rare.
+    stats = lexical.Stats(
+        documents=1004,
+        avg_length=8.0,
+        df={("simple", "what"): 3, ("english", "forklift"): 3},
+        languages={"english": 1000, "simple": 4},
+    )
+    assert stats.idf(("simple", "what")) < 0.5 < stats.idf(("english", "forklift"))
