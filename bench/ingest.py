@@ -57,11 +57,11 @@ STAGES = [
     ("memory.extraction.causal", "extract_relations", "causal rules (from the parse)"),
     ("memory.extraction.pipeline", "span_terms", "span terms (lemmas)"),
     ("memory.extraction.pipeline", "known_entities", "known entities SQL"),
-    ("memory.extraction.pipeline", "store", "DB writes (mentions, edges, status)"),
+    ("memory.extraction.pipeline", "store_many", "DB writes (mentions, edges, status)"),
+    ("memory.extraction.pipeline", "store", "DB writes item by item (a chunk failed)"),
     ("memory.extraction.pipeline", "_entity_for", "entity lookup / merge / create SQL"),
     ("memory.extraction.links", "link_edges", "span linking SQL"),
     ("memory.extraction.pipeline", "delete_orphan_entities", "orphan entities SQL"),
-    ("memory.extraction.pipeline", "entities_of", "previous entities SQL"),
 ]
 
 

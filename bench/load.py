@@ -161,12 +161,13 @@ def main() -> None:
     )
     parser.add_argument("--levels", default="1,4,16", help="concurrent clients per level (default 1,4,16)")
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of each level (default 20)")
+    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     args = parser.parse_args()
 
     # Rate limiting protects production; the load run measures the server, not the limiter.
     os.environ["FEDMEM_API_RATE_LIMIT"] = "1000000/minute"
     agent_id, secret = _setup()
-    port = free_port()
+    port = args.port or free_port()
     log_dir = ROOT / "var" / "load"
     log_dir.mkdir(parents=True, exist_ok=True)
     # Exactly what `make run` starts, with its defaults: whatever makes it fast

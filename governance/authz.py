@@ -249,6 +249,18 @@ def restrict_agents(qs: QuerySet[Any], principal: Any, permission: str) -> Query
     )
 
 
+def own_agent(principal: Any, agent_pk: Any, permission: str) -> Any:
+    """What :func:`restrict_agents` grants an agent key on ``agent_pk``, without asking
+    the database again: its own agent, active, as the key's lookup loaded it (with
+    its tenant) at the start of this very request; None for anything else (a
+    person, another agent, a permission an agent key never has)."""
+    permission = AgentPermission(_AGENT_PERMISSION_FOR.get(permission, permission))
+    if not is_agent(principal) or permission not in _AGENT_SELF_PERMISSIONS:
+        return None
+    agent = principal.agent
+    return agent if agent.pk == agent_pk and agent.is_active else None
+
+
 def _visible_agents(principal: Any, action: str) -> QuerySet[Any]:
     return restrict_agents(Agent.objects.all(), principal, action).values("pk")
 

@@ -16,6 +16,7 @@ from core.errors import (
     LegalHoldNotFound,
     PolicyVersionNotFound,
 )
+from governance.authz import own_agent
 from governance.models import (
     Agent,
     AgentPolicyVersion,
@@ -57,7 +58,10 @@ def access_agent(principal: Any, agent_id: Any, permission: str = AgentPermissio
     """Fetch one agent the principal may act on; anything else (foreign, unknown,
     malformed id, missing permission) is the same 404, so ids are not probeable."""
     pk = as_uuid(agent_id)
-    agent = agents_for(principal, permission).filter(pk=pk).first() if pk else None
+    # An agent key on its own agent (nearly every API call) needs no second lookup.
+    agent = own_agent(principal, pk, permission) if pk else None
+    if agent is None and pk:
+        agent = agents_for(principal, permission).filter(pk=pk).first()
     if agent is None:
         raise AgentNotFound("Agent not found.")
     if permission == AgentPermission.CAN_INVOKE and not agent.is_active:

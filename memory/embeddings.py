@@ -238,16 +238,22 @@ class OnnxEmbedder:
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        # Every text of a pass is padded to the longest: passes of similar lengths
+        # (an extraction mixes two-word entity names with sentence-long spans)
+        # compute far fewer padding positions. The rows go back in the order asked.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = []
         for begin in range(0, len(texts), self.batch_size):
-            encoded = self.tokenizer.encode_batch(texts[begin : begin + self.batch_size])
+            encoded = self.tokenizer.encode_batch([texts[i] for i in order[begin : begin + self.batch_size]])
             feeds = {
                 "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
                 "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
                 "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
             }
             out.append(self.session.run(None, {name: feeds[name] for name in self.inputs})[0])
-        return np.asarray(np.concatenate(out), dtype=np.float32)
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        vectors[order] = np.concatenate(out)
+        return vectors
 
 
 # --- sharing forward passes ----------------------------------------------------------

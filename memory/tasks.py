@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -10,6 +11,8 @@ from django.db import transaction
 
 from memory.extraction.pipeline import EXTRACT_BATCH
 from memory.models import MemoryItem
+
+logger = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
 # A task stops taking new items after this long and hands the rest to a fresh task.
@@ -39,13 +42,14 @@ def extract_items(
     delivery from the outbox is safe. A failure is written on the item, and the
     item stays ``pending`` while retries (exponential backoff) remain; after the
     last one it is ``failed`` with the error. Items go through the models
-    ``batch`` at a time (one parse batch, one embedding batch), each stored in
-    its own transaction. ``inputs`` (item id -> offsets the write read from its own
-    parse, :mod:`memory.extraction.handoff`) spares parsing those texts again;
+    ``batch`` at a time (one parse batch, one embedding batch) and are stored
+    together in one transaction (item by item if that fails). ``inputs`` (item
+    id -> offsets the write read from its own parse,
+    :mod:`memory.extraction.handoff`) spares parsing those texts again;
     checked against each item's content, so a stale entry is simply parsed anew.
     """
     from core.tasks import enqueue_on_commit
-    from memory.extraction.pipeline import load_items, mark_extraction, prepare, store
+    from memory.extraction.pipeline import load_items, mark_extraction, prepare, store, store_many
 
     failed: list[str] = []
     last_error: Exception | None = None
@@ -82,6 +86,12 @@ def extract_items(
                     prepared.extend((str(p.item_id), p) for p in prepare(load_items([item_id]), inputs))
                 except Exception as exc:  # recorded on the item; the task retries what failed
                     record(item_id, exc)
+        try:
+            # The whole chunk in one transaction, set-based (a handful of statements).
+            store_many([one for _, one in prepared])
+            continue
+        except Exception:  # nothing stored: item by item, so one bad item fails alone
+            logger.warning("batched store failed; storing item by item", exc_info=True)
         for item_id, one in prepared:
             try:
                 store(one)

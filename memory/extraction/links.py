@@ -99,24 +99,38 @@ def matching_spans(
 # subqueries over the new edges. {mine}/{theirs} name the new edge's span and the
 # candidate's span: effect -> cause ("out") and cause -> effect ("in"). The distance
 # of a term-sharing candidate is computed after its LIMIT, not for every sharer.
+# b.rank is the position of the new edge's item among the new edges' items: an edge
+# does not see the new edges of a later item (%(later)s), as if the items had been
+# linked one after the other; every other edge of the tenant it sees.
 _CANDIDATES = """
-SELECT %(direction)s, e.id, n.id, n.terms, n.distance FROM memory_causal_edge e CROSS JOIN LATERAL (
+SELECT %(direction)s, e.id, n.id, n.terms, n.distance
+FROM unnest(%(edges)s::bigint[], %(ranks)s::int[]) AS b(id, rank)
+JOIN memory_causal_edge e ON e.id = b.id CROSS JOIN LATERAL (
     SELECT o.id, o.{theirs}_terms AS terms, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
-    FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
+    FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id AND %(later)s
     ORDER BY o.{theirs}_embedding <=> e.{mine}_embedding LIMIT %(nearest)s
-) n WHERE e.id = ANY(%(edges)s)
+) n
 UNION ALL
 SELECT %(direction)s, e.id, s.id, s.terms, o.{theirs}_embedding <=> e.{mine}_embedding
-FROM memory_causal_edge e CROSS JOIN LATERAL (
+FROM unnest(%(edges)s::bigint[], %(ranks)s::int[]) AS b(id, rank)
+JOIN memory_causal_edge e ON e.id = b.id CROSS JOIN LATERAL (
     SELECT o.id, o.{theirs}_terms AS terms
     FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
-        AND o.{theirs}_terms && e.{mine}_terms
+        AND o.{theirs}_terms && e.{mine}_terms AND %(later)s
     ORDER BY o.id DESC LIMIT %(sharing)s
 ) s JOIN memory_causal_edge o ON o.id = s.id
-WHERE e.id = ANY(%(edges)s) AND cardinality(e.{mine}_terms) > 0
+WHERE cardinality(e.{mine}_terms) > 0
 """
+_LATER = (
+    "NOT EXISTS (SELECT 1 FROM unnest(%(edges)s::bigint[], %(ranks)s::int[]) AS l(id, rank) "
+    "WHERE l.id = o.id AND l.rank > b.rank)"
+)
 _LINK_SQL = " UNION ALL ".join(
-    f"({_CANDIDATES.format(mine=mine, theirs=theirs).replace('%(direction)s', repr(direction))})"
+    "("
+    + _CANDIDATES.format(mine=mine, theirs=theirs)
+    .replace("%(direction)s", repr(direction))
+    .replace("%(later)s", _LATER)
+    + ")"
     for direction, mine, theirs in (("out", "effect", "cause"), ("in", "cause", "effect"))
 )
 
@@ -125,10 +139,15 @@ def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
     """Store the links of freshly created ``edges`` in both directions (their effect
     into other edges' causes, other edges' effects into their cause): one statement
     for the candidates of all of them, the rule of :func:`matching_spans` applied
-    to each edge and direction, one insert."""
+    to each edge and direction, one insert. ``edges`` may come from several items,
+    in the order they were extracted: each item's edges are linked as if the items
+    after it had no edges yet (what linking them one item at a time would store)."""
     if not edges:
         return 0
     by_id = {edge.pk: edge for edge in edges}
+    ranks: dict[Any, int] = {}
+    for edge in edges:
+        ranks.setdefault(edge.item_id, len(ranks))
     threshold = settings.FEDMEM_SPAN_LINK_THRESHOLD
     found: dict[tuple[str, int], dict[int, Match]] = {}
     with transaction.atomic(), connection.cursor() as cursor:
@@ -140,6 +159,7 @@ def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
             {
                 "tenant": tenant_id,
                 "edges": list(by_id),
+                "ranks": [ranks[edge.item_id] for edge in by_id.values()],
                 "nearest": FANOUT * 2,
                 "sharing": TERM_CANDIDATES,
             },

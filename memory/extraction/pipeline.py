@@ -45,27 +45,33 @@ def span_terms(texts: list[str]) -> list[list[str]]:
 def _entity_for(tenant_id: Any, found: FoundEntity, vector: Any, cache: dict[str, Entity]) -> Entity:
     """The tenant's entity for ``found``: same normalized name, else the nearest by
     embedding above FEDMEM_ENTITY_MERGE_THRESHOLD (a simple alias), else a new one.
+    ``cache`` holds every entity the batch names that existed when its transaction
+    began (one query, :func:`store_many`), so a miss is a name new to the tenant.
     ``vector`` is None when the name was known at prepare time (then it is not needed,
     unless the entity went meanwhile: embedded here, a rare race)."""
     if found.normalized in cache:
         return cache[found.normalized]
-    entity = Entity.objects.filter(tenant_id=tenant_id, normalized=found.normalized).first()
-    if entity is None and vector is None:
+    if vector is None:
         vector = embed_texts([found.text])[0]
-    if entity is None:
-        threshold = settings.FEDMEM_ENTITY_MERGE_THRESHOLD
-        entity = (
-            Entity.objects.filter(tenant_id=tenant_id)
-            .annotate(distance=CosineDistance("embedding", vector))
-            .filter(distance__lte=1 - threshold)
-            .order_by("distance")
-            .first()
-            if threshold < 1
-            else None
-        )
-        if entity is not None and found.normalized not in entity.aliases:
-            entity.aliases = [*entity.aliases, found.normalized]
-            entity.save(update_fields=["aliases"])
+    threshold = settings.FEDMEM_ENTITY_MERGE_THRESHOLD
+    entity = (
+        Entity.objects.filter(tenant_id=tenant_id)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .filter(distance__lte=1 - threshold)
+        .order_by("distance")
+        .first()
+        if threshold < 1
+        else None
+    )
+    # A concurrent extraction may have created this very name since the batch's
+    # lookup: then it is the entity, not an alias of itself.
+    if (
+        entity is not None
+        and entity.normalized != found.normalized
+        and found.normalized not in entity.aliases
+    ):
+        entity.aliases = [*entity.aliases, found.normalized]
+        entity.save(update_fields=["aliases"])
     if entity is None:
         # ignore_conflicts: a concurrent extraction may create the same name first.
         Entity.objects.bulk_create(
@@ -221,95 +227,146 @@ def extract_item(item_id: Any) -> bool:
 def store(prepared: Prepared) -> bool:
     """Replace one item's mentions and edges with ``prepared`` in one transaction
     (False when the item is gone)."""
-    item_id, text, found, relations = prepared.item_id, prepared.text, prepared.found, prepared.relations
-    tenant_id, terms, span_vectors = prepared.tenant_id, prepared.terms, prepared.span_vectors
+    return store_many([prepared])[0]
+
+
+def store_many(batch: list[Prepared]) -> list[bool]:
+    """Replace the mentions and edges of every item of ``batch`` in one transaction,
+    set-based: one row lock, one delete per table, one entity lookup, one insert per
+    table, one span-linking statement, one status update, whatever the batch size.
+    The result equals :func:`store` item by item in ``batch`` order (tested): an edge
+    links to the edges of items before it in the batch, not to those after it.
+    Returns, per prepared item, False when the item is gone. Raises on any failure
+    with nothing stored; the caller then stores item by item, so one bad item does
+    not fail its neighbours."""
+    if not batch:
+        return []
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():
         if own_transaction:
             # Derived rows, status included, commit together: a commit lost in a
-            # server crash leaves the item pending, and the extraction sweep queues it
-            # again. So this transaction does not wait for its WAL flush (one per item
-            # otherwise). Never inside a caller's transaction: that may be a write.
+            # server crash leaves the items pending, and the extraction sweep queues
+            # them again. So this transaction does not wait for its WAL flush. Never
+            # inside a caller's transaction: that may be a write.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
-        # The row lock serializes two deliveries of the same task.
-        locked = (
-            MemoryItem.objects.select_for_update()
-            .filter(pk=item_id)
+        # The row locks serialize two deliveries of the same task; taken in key order
+        # so two batches sharing items cannot deadlock.
+        locked = {
+            row.pk: row
+            for row in MemoryItem.objects.select_for_update()
+            .filter(pk__in=[p.item_id for p in batch])
+            .order_by("pk")
             .only("id", "tenant_id", "content", "extraction_status", "legal_hold")
-            .first()
-        )
-        if locked is None:
-            return False
-        if locked.content != text:
-            # Updated meanwhile: the update enqueued its own extraction.
-            return True
-        if locked.extraction_status == MemoryItem.Extraction.DONE and _refused_under_hold(locked):
-            return True
-        previous = entities_of([item_id])
-        Mention.objects.filter(item_id=item_id).delete()
-        CausalEdge.objects.filter(item_id=item_id).delete()
-        # Every entity the item names that already exists, in one query.
-        names = {f.normalized for f in found}
-        cache: dict[str, Entity] = {
-            e.normalized: e for e in Entity.objects.filter(tenant_id=tenant_id, normalized__in=names)
         }
-        mentions = {}
-        for entity_found, vector in zip(found, prepared.entity_vectors, strict=True):
-            entity = _entity_for(tenant_id, entity_found, vector, cache)
-            mentions[(entity.pk, entity_found.start)] = Mention(
-                tenant_id=tenant_id,
-                item_id=item_id,
+        refused = _refused_under_hold(
+            [row for row in locked.values() if row.extraction_status == MemoryItem.Extraction.DONE]
+        )
+        results, todo, taken = [], [], set()
+        for prepared in batch:
+            row = locked.get(_as_pk(prepared.item_id))
+            results.append(row is not None)
+            if row is None or row.pk in taken:
+                continue
+            taken.add(row.pk)
+            if row.content != prepared.text:
+                continue  # updated meanwhile: the update enqueued its own extraction
+            if row.pk in refused:
+                continue
+            todo.append(prepared)
+        if todo:
+            _replace_derived(todo)
+    return results
+
+
+def _replace_derived(batch: list[Prepared]) -> None:
+    ids = [p.item_id for p in batch]
+    previous: dict[Any, set[Any]] = {}
+    for tenant_id, entity_id in (
+        Mention.objects.filter(item_id__in=ids).values_list("tenant_id", "entity_id").distinct()
+    ):
+        previous.setdefault(tenant_id, set()).add(entity_id)
+    Mention.objects.filter(item_id__in=ids).delete()
+    CausalEdge.objects.filter(item_id__in=ids).delete()
+    # Every entity the batch names that already exists, in one query (per tenant:
+    # a sweep may hand several tenants' items to one task).
+    tenants = list(dict.fromkeys(p.tenant_id for p in batch))
+    caches: dict[Any, dict[str, Entity]] = {tenant_id: {} for tenant_id in tenants}
+    names = {f.normalized for p in batch for f in p.found}
+    if names:
+        for entity in Entity.objects.filter(tenant_id__in=tenants, normalized__in=names):
+            caches[entity.tenant_id][entity.normalized] = entity
+    mentions: dict[tuple[Any, Any, int], Mention] = {}
+    edges: list[CausalEdge] = []
+    for p in batch:
+        for entity_found, vector in zip(p.found, p.entity_vectors, strict=True):
+            entity = _entity_for(p.tenant_id, entity_found, vector, caches[p.tenant_id])
+            mentions[(p.item_id, entity.pk, entity_found.start)] = Mention(
+                tenant_id=p.tenant_id,
+                item_id=p.item_id,
                 entity=entity,
                 text=entity_found.text[:200],
                 start=entity_found.start,
                 end=entity_found.end,
             )
-        Mention.objects.bulk_create(mentions.values())
-        n = len(relations)
-        created = CausalEdge.objects.bulk_create(
+        n = len(p.relations)
+        edges.extend(
             CausalEdge(
-                tenant_id=tenant_id,
-                item_id=item_id,
+                tenant_id=p.tenant_id,
+                item_id=p.item_id,
                 cause=rel.cause,
                 effect=rel.effect,
                 cue=rel.cue,
                 extractor=name,
-                cause_terms=terms[i],
-                effect_terms=terms[n + i],
-                cause_embedding=span_vectors[i],
-                effect_embedding=span_vectors[n + i],
+                cause_terms=p.terms[i],
+                effect_terms=p.terms[n + i],
+                cause_embedding=p.span_vectors[i],
+                effect_embedding=p.span_vectors[n + i],
             )
-            for i, (name, rel) in enumerate(relations)
+            for i, (name, rel) in enumerate(p.relations)
         )
-        # The old edges' links went with them (CASCADE); the new ones link now.
-        link_edges(tenant_id, created)
-        MemoryItem.objects.filter(pk=item_id).update(
-            extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
-        )
-        delete_orphan_entities(tenant_id, previous)
-    return True
+    Mention.objects.bulk_create(mentions.values())
+    created = CausalEdge.objects.bulk_create(edges)
+    # The old edges' links went with them (CASCADE); the new ones link now.
+    for tenant_id in tenants:
+        link_edges(tenant_id, [edge for edge in created if edge.tenant_id == tenant_id])
+    MemoryItem.objects.filter(pk__in=ids).update(
+        extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
+    )
+    for tenant_id, entity_ids in previous.items():
+        delete_orphan_entities(tenant_id, entity_ids)
 
 
-def _refused_under_hold(item: MemoryItem) -> bool:
+def _refused_under_hold(items: list[MemoryItem]) -> set[Any]:
     """Re-extraction replaces an item's mentions and causal edges: a held item keeps
-    the graph it had (memory.holds decides), and the attempt is audited."""
+    the graph it had (memory.holds decides), and each attempt is audited. Returns
+    the keys of the held ``items``; one query for the holds of each tenant and one
+    for the items they cover."""
     from governance.models import Tenant
     from memory.holds import Holds, audit_blocked
 
-    holds = Holds(item.tenant_id)
-    if not holds.item_is_held(item):
-        return False
-    audit_blocked(
-        tenant=Tenant.objects.get(pk=item.tenant_id),
-        actor=None,
-        operation="re_extraction",
-        holds=holds.covering_item(item),
-        count=1,
-        flagged=int(item.legal_hold),
-        target=("memory.memoryitem", str(item.pk)),
-    )
-    return True
+    refused: set[Any] = set()
+    for tenant_id in dict.fromkeys(item.tenant_id for item in items):
+        mine = [item for item in items if item.tenant_id == tenant_id]
+        holds = Holds(tenant_id)
+        held = {item.pk for item in mine if item.legal_hold}
+        if holds:
+            rows = MemoryItem.objects.filter(pk__in=[item.pk for item in mine])
+            held |= set(holds.held(rows).values_list("pk", flat=True))
+        for item in mine:
+            if item.pk not in held:
+                continue
+            audit_blocked(
+                tenant=Tenant.objects.get(pk=item.tenant_id),
+                actor=None,
+                operation="re_extraction",
+                holds=holds.covering_item(item),
+                count=1,
+                flagged=int(item.legal_hold),
+                target=("memory.memoryitem", str(item.pk)),
+            )
+        refused |= held
+    return refused
 
 
 def delete_orphan_entities(tenant_id: Any, entity_ids: Any) -> int:

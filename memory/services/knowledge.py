@@ -36,7 +36,7 @@ from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
 from memory.erasure import delete_items
-from memory.extraction.pipeline import EXTRACT_BATCH, load_items, prepare, store
+from memory.extraction.pipeline import EXTRACT_BATCH, load_items, prepare, store_many
 from memory.holds import Holds, audit_blocked
 from memory.models import CausalEdge, Dataset, Entity, MemoryHistory, MemoryItem, Mention
 from memory.services.items import MAX_BATCH, BatchResult, MemoryDraft, memory_remember_batch
@@ -517,10 +517,9 @@ def knowledge_graph_run(*, job_id: Any, agent_id: Any, dataset_pks: list[int]) -
             done += already
             for start in range(0, len(pending), EXTRACT_BATCH):
                 # Idempotent: a redelivered job redoes nothing wrong. The models run
-                # once per batch of chunks; each chunk is stored on its own.
+                # once per chunk, and the chunk is stored in one transaction.
                 chunk = pending[start : start + EXTRACT_BATCH]
-                for prepared in prepare(load_items(chunk)):
-                    store(prepared)
+                store_many(prepare(load_items(chunk)))
                 done += len(chunk)
                 Job.objects.filter(pk=job.pk).update(progress=done)
             report[dataset.name] = {"engine": engines.BUILTIN, "status": "built", **_graph_size(dataset)}

@@ -53,6 +53,14 @@ def test_onnx_vectors_equal_the_pytorch_vectors(torch_embedder, onnx_embedder):
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-4)  # unit length, like torch's
 
 
+def test_texts_sorted_by_length_into_passes_come_back_in_the_order_asked(onnx_embedder, settings):
+    settings.FEDMEM_EMBEDDING_BATCH_SIZE = 2  # three passes over TEXTS, each of similar lengths
+    small = load_embedder("onnx")
+    got = small.embed(TEXTS)
+    single = np.stack([onnx_embedder.embed([text])[0] for text in TEXTS])
+    assert cosines(got, single).min() >= 0.9999
+
+
 def test_the_export_is_made_once_and_reused(onnx_embedder, settings):
     model_dir = configured_model_path()
     path = ensure_onnx_model(model_dir, int8=False)

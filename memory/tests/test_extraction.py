@@ -546,3 +546,25 @@ def models_q_either(ids):
     from django.db.models import Q
 
     return Q(source_id__in=ids) | Q(target_id__in=ids)
+
+
+def test_a_batch_is_stored_in_as_many_statements_as_one_item(world, access):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.extraction.pipeline import load_items, prepare, store_many
+
+    items = [remember(access, text, scope="agent").item for text in BATCH_TEXTS]
+    extract_items([str(item.pk) for item in items], batch=len(items))
+    # Re-extraction: every entity is known, so no per-entity statement remains.
+    counts = []
+    for chunk in (items[:1], items):
+        prepared = prepare(load_items([item.pk for item in chunk]))
+        with CaptureQueriesContext(connection) as queries:
+            assert store_many(prepared) == [True] * len(chunk)
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+    statuses = MemoryItem.objects.filter(pk__in=[i.pk for i in items]).values_list(
+        "extraction_status", flat=True
+    )
+    assert set(statuses) == {"done"}
