@@ -97,3 +97,28 @@ def test_the_web_server_runs_one_process_per_core_by_default():
     assert web_command("python", {**options, "web_workers": 1})[:3] == ["python", "-m", "fedmem_site.serve"]
     assert 1 <= default_web_workers() <= 4
     assert web_env()["FEDMEM_DB_POOL_SIZE"]  # each web process serves from a bounded pool
+
+
+def test_a_worker_that_exits_is_started_again_until_it_keeps_exiting():
+    from core.management.commands.fedmem_run import RESTART_WINDOW, RESTARTS, Supervised
+
+    started = []
+
+    def start():
+        # A real child that exits at once with an error, like a crashed worker.
+        process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+        started.append(process)
+        return process
+
+    worker = Supervised("worker", start, restart=True)
+    assert worker.process.wait(timeout=30) == 3
+    now = time.monotonic()
+    assert [worker.may_restart(now + n) for n in range(RESTARTS + 1)] == [True] * RESTARTS + [False]
+    # Exits spread wider than the window never use up the budget.
+    spread = Supervised("worker", start, restart=True)
+    assert all(spread.may_restart(now + n * RESTART_WINDOW) for n in range(RESTARTS * 3))
+    # The web server is never restarted by fedmem_run.
+    web = Supervised("web", start, restart=False)
+    assert not web.may_restart(now)
+    for process in started:
+        process.wait(timeout=30)

@@ -287,7 +287,8 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_DIR = Path(env_str("FEDMEM_BROKER_DIR", str(DATA_DIR / "broker")) or "").resolve()
 if CELERY_BROKER_URL == "filesystem://":
-    for sub in ("queue", "processed"):
+    # "incoming" stages messages that core.broker renames whole into "queue".
+    for sub in ("queue", "processed", "incoming"):
         (CELERY_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +61,31 @@ def web_env() -> dict[str, str]:
     return env
 
 
+# A worker that exits on its own (a crash, the OOM killer) is started again, so one bad
+# message or task does not take the web server down with it; one that keeps exiting
+# (more than RESTARTS times within RESTART_WINDOW seconds) stops fedmem, as a broken
+# set-up should. The web server is not restarted here: uvicorn replaces its own
+# processes, and daphne exiting means the port or the settings are wrong.
+RESTARTS = 5
+RESTART_WINDOW = 60.0
+
+
+class Supervised:
+    """One child process of fedmem_run and the times it exited on its own."""
+
+    def __init__(self, name: str, start: Callable[[], subprocess.Popen[bytes]], *, restart: bool) -> None:
+        self.name = name
+        self.start = start
+        self.restart = restart
+        self.exits: list[float] = []
+        self.process = start()
+
+    def may_restart(self, now: float) -> bool:
+        """Count an exit at ``now``; True while restarts stay within the budget."""
+        self.exits = [t for t in self.exits if now - t < RESTART_WINDOW] + [now]
+        return self.restart and len(self.exits) <= RESTARTS
+
+
 class Command(BaseCommand):
     help = "Migrate, seed the demo tenant, and run the web server and a Celery worker together."
 
@@ -87,8 +113,9 @@ class Command(BaseCommand):
         demo = None if options["no_demo"] or settings.PRODUCTION else demo_seed()
         python = sys.executable
         beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
-        children = {
-            "worker": subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter
+
+        def start_worker() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter
                 [
                     python,
                     "-m",
@@ -110,8 +137,14 @@ class Command(BaseCommand):
                 # children instead of leaving them orphaned. Ctrl-C still stops it:
                 # this process forwards SIGTERM below.
                 start_new_session=True,
-            ),
-            "web": subprocess.Popen(web_command(python, options), env=web_env()),  # noqa: S603
+            )
+
+        def start_web() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(web_command(python, options), env=web_env())  # noqa: S603
+
+        children = {
+            "worker": Supervised("worker", start_worker, restart=True),
+            "web": Supervised("web", start_web, restart=False),
         }
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(self.style.SUCCESS(f"\nfedmem is starting at {url}  (API docs: {url}v1/docs)"))
@@ -134,27 +167,37 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             while not stopping:
-                for name, child in children.items():
-                    if child.poll() is not None:
-                        self.stderr.write(f"{name} exited with code {child.returncode}; stopping fedmem")
+                for child in children.values():
+                    code = child.process.poll()
+                    if code is None:
+                        continue
+                    if child.may_restart(time.monotonic()):
+                        self.stderr.write(f"{child.name} exited with code {code}; starting it again")
+                        # A dead worker's pool children (its own process group) go first.
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(child.process.pid, signal.SIGKILL)
+                        child.process = child.start()
+                    else:
+                        self.stderr.write(f"{child.name} exited with code {code}; stopping fedmem")
                         stopping = True
                 time.sleep(0.5)
         finally:
             for child in children.values():
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
+                if child.process.poll() is None:
+                    child.process.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + 20
-            for name, child in children.items():
+            for name, supervised in children.items():
+                process = supervised.process
                 try:
-                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
+                    process.kill()
+                    process.wait()
                 if name == "worker":
                     # Anything left in the worker's group (a pool child still busy
                     # after its parent was killed) goes too.
                     with contextlib.suppress(ProcessLookupError):
-                        os.killpg(child.pid, signal.SIGKILL)
+                        os.killpg(process.pid, signal.SIGKILL)
             if settings.EMBEDDED_DATABASE:
                 # Children that died by signal left their handle behind; drop them so
                 # this process, exiting last, stops the embedded PostgreSQL.
