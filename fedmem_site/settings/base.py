@@ -370,6 +370,8 @@ FEDMEM_HYBRID_DENSE_WEIGHT = env_float("FEDMEM_HYBRID_DENSE_WEIGHT", 0.6, minimu
 # Linear fusion: an item in a session is lifted by this share of the lead its better
 # session neighbour's fused score has over its own (memory.retrieval.hybrid); 0
 # turns session context off.
+# Full text of an item with no sign of its language (memory/retrieval/language.py).
+FEDMEM_TEXT_SEARCH_FALLBACK = env_choice("FEDMEM_TEXT_SEARCH_FALLBACK", "english", ("english", "simple"))
 FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.7, minimum=0.0)
 # Two entity names at or above this cosine are one thing for graph ranking (bridges
 # "loading bays" / "the remaining bay"); 1 turns synonym bridges off.

@@ -82,6 +82,12 @@ _SCRIPTS = (
 )
 
 
+def fallback() -> str:
+    from django.conf import settings
+
+    return str(getattr(settings, "FEDMEM_TEXT_SEARCH_FALLBACK", "english"))
+
+
 def detect(text: str) -> str:
     """The configuration to analyse ``text`` with: a name in CONFIGS."""
     # Per language: (words of its lists, evidence shared out among the lists).
@@ -111,13 +117,15 @@ def detect(text: str) -> str:
             for language in owners:
                 hits[language] += LETTER_WEIGHT / len(letters)
                 shared[language] += LETTER_WEIGHT / len(owners) / len(letters)
+    # Too little to tell: Latin-letter text takes the deployment's language.
+    undecided = fallback() if text.isascii() else SIMPLE
     if not hits:
-        return SIMPLE
+        return undecided
     # Most function words first; among equals, the words fewer lists share.
     ranked = sorted(hits, key=lambda lang: (-hits[lang], -shared[lang], lang))
     best = ranked[0]
     if hits[best] < MIN_EVIDENCE:
-        return SIMPLE
+        return undecided
     if len(ranked) > 1:
         second = ranked[1]
         if hits[second] == hits[best] and shared[best] < MIN_LEAD * shared[second]:

@@ -55,10 +55,16 @@ def test_detects_the_language_of_a_sentence(text, language):
     assert detect(text) == language
 
 
-@pytest.mark.parametrize("text", ["", "ERR-4471", "kubectl rollout restart deploy/api", "Lisbon, Porto"])
-def test_text_without_evidence_is_simple(text):
-    # Identifiers and names are split, never stemmed by a guessed language.
+@pytest.mark.parametrize("text", ["", "ERR-4471", "CPU temperature exceeded 85 degrees", "Lisbon, Porto"])
+def test_latin_text_without_evidence_takes_the_deployment_language(text, settings):
+    assert detect(text) == "english"
+    settings.FEDMEM_TEXT_SEARCH_FALLBACK = "simple"
     assert detect(text) == SIMPLE
+
+
+def test_text_without_evidence_in_other_letters_is_simple():
+    # A guessed language never stems words it could not have written.
+    assert detect("Žižkov") == SIMPLE
 
 
 def test_mixed_text_takes_the_language_most_function_words_belong_to():
@@ -171,7 +177,7 @@ def test_the_migration_backfills_the_language_of_existing_items(access):
     migration.detect_languages(global_apps, None)
     languages = dict(MemoryItem.objects.values_list("pk", "text_language"))
     assert languages[german.pk] == "german" and languages[english.pk] == "english"
-    assert languages[code.pk] == SIMPLE
+    assert languages[code.pk] == "english"  # no sign of a language: the deployment's
     # The generated column follows the language: German stems once backfilled.
     assert "'liefer'" in _stored_vector(german.pk)
 
