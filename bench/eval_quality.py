@@ -216,10 +216,10 @@ class Api:
         body = self.call("POST", "discover", {"query": query, "max_results": 10})
         return [r["id"] for r in body["results"]]
 
-    def answer(self, query: str) -> tuple[list[str], str | None]:
+    def answer(self, query: str) -> tuple[list[str], str | None, dict[str, Any]]:
         body = self.call("POST", "answer", {"query": query, "mode": "discover"})
         root = body["answer"]["detail"].get("root_item_id")
-        return [f["id"] for f in body["facts"]][:10], root
+        return [f["id"] for f in body["facts"]][:10], root, body
 
 
 # --- plain vector baseline ------------------------------------------------------------
@@ -291,7 +291,11 @@ def chain_scores(ranked: list[str], gold: list[str]) -> dict[str, float]:
 
 
 def eval_chains(
-    api: Api, vectors: Vectors, facts: list[dict[str, Any]], questions: list[dict[str, Any]]
+    api: Api,
+    vectors: Vectors,
+    facts: list[dict[str, Any]],
+    questions: list[dict[str, Any]],
+    dump: Any = None,
 ) -> Any:
     ids = api.write(facts)
     api.wait_extracted(len(set(ids)))
@@ -300,9 +304,11 @@ def eval_chains(
     rows: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
     roots: list[float] = []
 
-    def one(q: dict[str, Any]) -> tuple[dict[str, list[str]], float]:
+    text_of = dict(zip(ids, (f["content"] for f in facts), strict=True))
+
+    def one(q: dict[str, Any]) -> tuple[dict[str, dict[str, float]], float, dict[str, Any]]:
         gold = [by_text[g] for g in q["gold"] if g in by_text]
-        answer_ids, root = api.answer(q["query"])
+        answer_ids, root, body = api.answer(q["query"])
         ranked = {
             "vector": vectors.top(matrix, ids, q["query"]),
             "hybrid": api.recall(q["query"], "hybrid"),
@@ -310,13 +316,28 @@ def eval_chains(
             "discover": api.discover(q["query"]),
             "answer": answer_ids,
         }
-        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0])
+        record = {
+            "query": q["query"],
+            # Per gold fact (root first): its rank in each read path, None when absent.
+            "gold": [
+                {"text": text_of[g], **{p: (r.index(g) if g in r else None) for p, r in ranked.items()}}
+                for g in gold
+            ],
+            "root_ok": root == gold[0],
+            "answer_root": text_of.get(root or "", root),
+            "answer": body["answer"]["text"],
+            "answer_facts": [text_of.get(i, i) for i in body["answer"]["detail"].get("fact_ids", [])],
+            "graph_top10": [text_of.get(i, i) for i in ranked["graph"]],
+        }
+        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0]), record
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for scores, root_ok in pool.map(one, questions):
+        for scores, root_ok, record in pool.map(one, questions):
             for p, s in scores.items():
                 rows[p].append(s)
             roots.append(root_ok)
+            if dump is not None:
+                dump.write(json.dumps(record, ensure_ascii=False) + "\n")
     return {p: mean_rows(r) for p, r in rows.items()}, sum(roots) / len(roots), len(set(ids))
 
 
@@ -538,6 +559,9 @@ def main() -> None:
         help="LoCoMo read paths: vector, bm25 (both computed here), keyword, hybrid, "
         "graph (waits for extraction)",
     )
+    parser.add_argument(
+        "--dump", type=Path, help="write one JSON line per causal question (gold ranks per path, the answer)"
+    )
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provision:
@@ -574,9 +598,12 @@ def main() -> None:
             held = "causal_cases_batch3.jsonl"
             chain_sets.append(("heldout", held, causal_cases(rg / held)))
         if chain_sets:
+            dump = args.dump.open("w", encoding="utf-8") if args.dump else None
             for name, label, (facts, questions) in chain_sets:
                 agent = agents[name]
-                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions)
+                if dump is not None:
+                    dump.write(json.dumps({"set": label}) + "\n")
+                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions, dump)
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
                 print(
                     f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
@@ -585,6 +612,8 @@ def main() -> None:
                     print(f"{path:<22}{row['chain@10']:>10.2f}{row['full@10']:>9.2f}{row['recall@5']:>10.2f}"
                           f"{row['precision@5']:>8.2f}")  # fmt: skip
                 print(f"answer-root@1: {root:.2f}")
+            if dump is not None:
+                dump.close()
         if "contradictions" in sets:
             c = eval_contradictions(base, agents, pairs)
             print(f"\ncontradictions.jsonl: {len(pairs)} pairs, old then new with check_contradictions")
