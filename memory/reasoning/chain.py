@@ -22,7 +22,8 @@ A cause C of an effect E is scored (:func:`cause_score`):
     delayed the orders");
   - minus ``PARALLEL_PENALTY`` when C and E have the same subject and C's predicate
     does not name E's cause side: two things said of one subject are siblings
-    ("The GPU cluster also raised the electricity bill"), not cause and effect.
+    ("The GPU cluster also raised the electricity bill"), not cause and effect;
+  - plus ``SESSION_BONUS`` when C was written in E's session.
 
 A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
 not score clearly higher. Everything here reads rows; nothing is written.
@@ -44,6 +45,9 @@ FLOOR = 0.6
 FALL_OFF = 0.75
 LINK_BONUS = 0.15
 PARALLEL_PENALTY = 0.25
+# Facts written in one session are about one matter: a cause from the effect's own
+# session is likelier than an equally similar one from elsewhere.
+SESSION_BONUS = 0.1
 # The reverse reading must not beat the forward one by more than this.
 REVERSE_MARGIN = 0.05
 MAX_FACTS = 6
@@ -82,6 +86,7 @@ class Profile:
     predicate: frozenset[str]  # stems of what the fact says happened
     cause_side: frozenset[str]  # stems of what the fact names as its cause or subject
     words: frozenset[str]
+    session: Any  # (agent, session id), or None
 
 
 def _subject(doc: Any) -> Any:
@@ -96,8 +101,11 @@ class Pool:
     (subject, predicate) only for the facts a step actually weighs."""
 
     def __init__(self, tenant_id: Any, ids: list[Any]) -> None:
-        rows = MemoryItem.objects.filter(pk__in=ids).values_list("pk", "content", "embedding")
-        self.rows = {pk: (content, vector) for pk, content, vector in rows}
+        rows = MemoryItem.objects.filter(pk__in=ids).values_list(
+            "pk", "content", "embedding", "agent_id", "session_id"
+        )
+        self.rows = {pk: (content, vector) for pk, content, vector, _a, _s in rows}
+        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session in rows if session}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms = _specific_terms(tenant_id, self.ids)
@@ -127,6 +135,7 @@ class Pool:
                 cause_vector=edge.cause_embedding if edge is not None else None,
                 changes=states_change(doc), subject=head.lemma_.lower() if head is not None else "",
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
+                session=self.sessions.get(pk),
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
 
@@ -181,6 +190,8 @@ def _implicit(cause: Profile, effect: Profile) -> float:
     # C's predicate names E's cause side, or E restates it (two stems or more: "trailers
     # queued at the gate" -> "The trailers queued at the gate delayed the orders").
     linked = bool(cause.predicate & effect.cause_side) or len(cause.predicate & effect.words) >= 2
+    if cause.session is not None and cause.session == effect.session:
+        base += SESSION_BONUS
     if linked:
         base += LINK_BONUS
     elif cause.subject and cause.subject == effect.subject:

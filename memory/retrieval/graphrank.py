@@ -45,6 +45,8 @@ from memory.retrieval.specificity import bridge_weight
 SEED_POOL = 30
 # The best-ranked facts a chain may be walked back through.
 CHAIN_POOL = 50
+# What a place on that chain adds to a fact's score.
+CHAIN_BONUS = 1.0
 # Mentions read per bridging entity, and per entity when counting its facts.
 BRIDGES_PER_ENTITY = 20
 DF_CAP = 5000
@@ -398,24 +400,19 @@ def rank(
     # why-question asks for), through the best-ranked facts of the neighbourhood.
     pool = [best.item.pk, *(r.item.pk for r in ranked[:CHAIN_POOL])]
     joined = {
-        (x, y)
-        for e in entity_ids
-        for x in mentioned_by.get(e, ())
-        for y in mentioned_by.get(e, ())
-        if x != y
+        (x, y) for e in entity_ids for x in mentioned_by.get(e, ()) for y in mentioned_by.get(e, ()) if x != y
     }
     steps = walk_back(
         best.item.pk, Pool(tenant_id, pool), asserted_links(tenant_id, pool), joined | synonym_pairs
     )
     causes = [(pk, link) for pk, link in steps[:-1]][::-1]  # the nearest cause first
     by_pk = {r.item.pk: r for r in ranked}
-    chained = []
     for position, (pk, link) in enumerate(causes, start=1):
-        found = by_pk.pop(pk)
+        found = by_pk[pk]
         found.chain = {"position": position, "link": round(link, 4)}
-        chained.append(found)
-    rest = [r for r in ranked if r.item.pk in by_pk]
-    return [best, *chained, *rest][:limit]
+        found.score += CHAIN_BONUS
+    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    return [best, *ranked][:limit]
 
 
 def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
