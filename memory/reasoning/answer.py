@@ -6,12 +6,11 @@ chain among them, then the synthesizer. Reads only.
   ``RELEVANCE_FLOOR``, or the graph reached it strongly from facts that do
   (``GRAPH_FLOOR``): expanded facts about another matter are never stated.
 * **Chain**: the *anchor* is the most relevant fact (for a why-question, the
-  effect asked about). Its causes are walked backwards among the kept facts,
-  along asserted links (stored span links between causal edges) and implicit
-  ones (:mod:`memory.reasoning.implicit`: a fact sharing an entity with the
-  anchor's side that reads as its cause), keeping the best-scored path; the chain
-  is stated root first. A chain that does not end at a fact on the question is
-  not a chain for this question and is not stated.
+  effect asked about). Its causes are walked back one best cause at a time
+  (:mod:`memory.reasoning.chain`: asserted span links and implicit links scored by
+  predicate / subject linkage), through every retrieved fact, those below the
+  floor too, as long as each step links; the chain is stated root first. It ends
+  at the anchor, a fact on the question, by construction.
 """
 
 from __future__ import annotations

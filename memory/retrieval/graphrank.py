@@ -7,16 +7,21 @@ and ``answer``.
    pronouns and generic nouns never bridge), facts whose causal edge continues
    one of theirs (the stored span links), and the turns right before and after
    each seed in its session (a conversation's neighbourhood).
-2. **Graph**: items and their bridging entities, item -> entity weighted by the
-   entity's specificity, entity -> entity where two spans name the same thing
-   (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading bays" /
-   "the remaining bay"), item -> item along causal links and session adjacency.
-3. **Score**: personalized PageRank over that graph, restarting at the seeds in
-   proportion to their query relevance (cf. HippoRAG 2), fused with the dense and
-   lexical relevance: ``relevance + GRAPH_WEIGHT x ppr / max(ppr)`` where
-   ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical coverage``.
-   A fact two bridges away from the best match can so overtake one that is
-   merely similar to the question.
+2. **Graph**: items, their bridging entities and their sessions, item -> entity
+   weighted by the entity's specificity, entity -> entity where two spans name the
+   same thing (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading
+   bays" / "the remaining bay"), item -> item along causal links and term bridges,
+   item -> session node for the candidates written in one session.
+3. **Support**: personalized PageRank over that graph, restarting at the seeds in
+   proportion to their query relevance (cf. HippoRAG 2), solved exactly; a fact's
+   graph score is the mass it receives from the *other* restart nodes (its own
+   relevance echoing back through its own entities is no evidence). Fused with the
+   dense and lexical relevance: ``relevance + GRAPH_WEIGHT x support / max``
+   where ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical``.
+4. **Chain**: the causes behind the best direct match, walked back one best cause
+   at a time (:mod:`memory.reasoning.chain`, the walk ``answer`` states), each gain
+   ``CHAIN_BONUS``. A root cause that shares no word with the question can so
+   overtake a fact that is merely similar to it.
 
 Every read is inside ``view`` (visibility in SQL); the result says why each fact
 ranked: its signals, the bridges and links that reached it.

@@ -107,6 +107,19 @@ def test_pagerank_reaches_two_bridges_away_and_prefers_the_stronger_bridge():
     assert scores[0] > scores[1] > scores[2] > scores[3] > 0
 
 
+def test_support_counts_what_the_other_seeds_send_not_a_fact_echoing_itself():
+    # seeds 0 (strong) and 1 (weak) share entity 3; seed 2 only has its own entity 4.
+    a = np.zeros((5, 5))
+    for item, entity in [(0, 3), (1, 3), (2, 4)]:
+        a[item, entity] = a[entity, item] = 1
+    restart = np.array([0.6, 0.1, 0.3, 0.0, 0.0])
+    support = graphrank.support(a, restart)
+    plain = graphrank.personalized_pagerank(a, restart) - (1 - graphrank.DAMPING) * restart
+    assert plain[2] > 0  # the walk's mass at 2 is its own restart flowing back
+    assert support[2] == pytest.approx(0.0, abs=1e-9)  # nobody else vouches for it
+    assert support[1] > support[0] > 0  # 1 hears from the strong seed, 0 only from the weak one
+
+
 # --- implicit causal scorer -------------------------------------------------------------
 
 
