@@ -2,7 +2,8 @@
 
     python bench/eval_quality.py                      # every set, a fresh server
     python bench/eval_quality.py --sets reasongraph   # reasongraph | reasongraph-heldout |
-                                                      # contradictions | locomo
+                                                      # reasongraph-heldout4 | contradictions | locomo
+    python bench/eval_quality.py --sets locomo --locomo-conversations 0-4   # the tune half
     python bench/eval_quality.py --data ../shared/data --port 8401
 
 The bench starts fedmem as a user would (``manage.py fedmem_run``, default settings,
@@ -21,7 +22,9 @@ Sets and figures (top 10 of every read path):
   precision@5 (gold facts among the first five / 5); answer-root@1 (the root cause
   the answer states is the gold chain's first fact).
 * ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (German, Spanish, French),
-  scored as ``causal_cases.jsonl``; a check nothing is tuned on.
+  scored as ``causal_cases.jsonl``. Multilingual full text was tuned against it, so
+  ``reasongraph-heldout4``: ``causal_cases_batch4_trnl.jsonl`` (Turkish, Dutch) is
+  the untouched check.
 * ``contradictions.jsonl``: each pair in an agent of its own, old then new with
   ``check_contradictions: true``; precision / recall / F1 of "the new write
   supersedes the old", and superseded-avoided: for true pairs, the share of read
@@ -295,27 +298,31 @@ def eval_chains(
     vectors: Vectors,
     facts: list[dict[str, Any]],
     questions: list[dict[str, Any]],
+    paths: tuple[str, ...] = PATHS,
     dump: Any = None,
 ) -> Any:
     ids = api.write(facts)
-    api.wait_extracted(len(set(ids)))
+    if {"graph", "discover", "answer"} & set(paths):
+        api.wait_extracted(len(set(ids)))
     by_text = {f["content"]: pk for f, pk in zip(facts, ids, strict=True)}
     matrix = vectors.embed([f["content"] for f in facts])
-    rows: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
+    rows: dict[str, list[dict[str, float]]] = {p: [] for p in paths}
     roots: list[float] = []
 
     text_of = dict(zip(ids, (f["content"] for f in facts), strict=True))
 
     def one(q: dict[str, Any]) -> tuple[dict[str, dict[str, float]], float, dict[str, Any]]:
         gold = [by_text[g] for g in q["gold"] if g in by_text]
-        answer_ids, root, body = api.answer(q["query"])
-        ranked = {
-            "vector": vectors.top(matrix, ids, q["query"]),
-            "hybrid": api.recall(q["query"], "hybrid"),
-            "graph": api.recall(q["query"], "graph"),
-            "discover": api.discover(q["query"]),
-            "answer": answer_ids,
+        answer_ids, root, body = api.answer(q["query"]) if "answer" in paths else ([], None, None)
+        read = {
+            "vector": lambda: vectors.top(matrix, ids, q["query"]),
+            "keyword": lambda: api.recall(q["query"], "keyword"),
+            "hybrid": lambda: api.recall(q["query"], "hybrid"),
+            "graph": lambda: api.recall(q["query"], "graph"),
+            "discover": lambda: api.discover(q["query"]),
+            "answer": lambda: answer_ids,
         }
+        ranked = {p: read[p]() for p in paths}
         record = {
             "query": q["query"],
             # Per gold fact (root first): its rank in each read path, None when absent.
@@ -325,9 +332,11 @@ def eval_chains(
             ],
             "root_ok": root == gold[0],
             "answer_root": text_of.get(root or "", root),
-            "answer": body["answer"]["text"],
-            "answer_facts": [text_of.get(i, i) for i in body["answer"]["detail"].get("fact_ids", [])],
-            "graph_top10": [text_of.get(i, i) for i in ranked["graph"]],
+            "answer": body["answer"]["text"] if body else None,
+            "answer_facts": [text_of.get(i, i) for i in body["answer"]["detail"].get("fact_ids", [])]
+            if body
+            else [],
+            "graph_top10": [text_of.get(i, i) for i in ranked.get("graph", [])],
         }
         return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0]), record
 
@@ -451,7 +460,12 @@ class Bm25:
 
 
 def eval_locomo(
-    base: str, agents: dict[str, dict[str, str]], vectors: Vectors, conversations: Any, paths: tuple[str, ...]
+    base: str,
+    agents: dict[str, dict[str, str]],
+    vectors: Vectors,
+    conversations: Any,
+    paths: tuple[str, ...],
+    chosen: range = range(10),
 ) -> Any:
     """Per conversation n and read path: [questions, any@10 hits, all@10 hits], and
     the API latencies per path (ms).
@@ -459,7 +473,7 @@ def eval_locomo(
     Each conversation's turns go to its own agent in batches (conversations written
     two at a time). Recall needs only what the write itself stores (embedding and
     full-text vector), so the bench waits for extraction only when graph mode is read."""
-    loaded = [(n, conv, locomo_turns(conv)) for n, conv in enumerate(conversations)]
+    loaded = [(n, conv, locomo_turns(conv)) for n, conv in enumerate(conversations) if n in chosen]
 
     def load(entry: tuple[int, Any, list[tuple[str, str, str]]]) -> tuple[Api, list[str]]:
         n, _conv, turns = entry
@@ -562,6 +576,17 @@ def main() -> None:
     parser.add_argument(
         "--dump", type=Path, help="write one JSON line per causal question (gold ranks per path, the answer)"
     )
+    parser.add_argument(
+        "--chain-paths",
+        default=",".join(PATHS),
+        help="ReasonGraph read paths: vector (computed here), keyword, hybrid, graph, discover, answer "
+        "(the last three wait for extraction)",
+    )
+    parser.add_argument(
+        "--locomo-conversations",
+        default="0-9",
+        help="LoCoMo conversations to run, e.g. 0-4 (the tune half) or 5-9 (held out)",
+    )
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provision:
@@ -575,7 +600,9 @@ def main() -> None:
     rg = args.data / "reasongraph"
     pairs = [json.loads(line) for line in (rg / "contradictions.jsonl").read_text().splitlines()]
     conversations = locomo_conversations(args.data / "locomo" / "locomo10.zip") if "locomo" in sets else []
-    names = ["causal", "extra", "heldout"] + [f"pair-{n}" for n in range(len(pairs))]
+    first, _, last = args.locomo_conversations.partition("-")
+    chosen = range(int(first), int(last or first) + 1)
+    names = ["causal", "extra", "heldout", "heldout4"] + [f"pair-{n}" for n in range(len(pairs))]
     names += [f"locomo-{n}" for n in range(len(conversations))]
     proc = None if args.url else start_server(args.data_dir, args.port)
     base = (args.url or f"http://127.0.0.1:{args.port}").rstrip("/")
@@ -597,13 +624,19 @@ def main() -> None:
         if "reasongraph-heldout" in sets:
             held = "causal_cases_batch3.jsonl"
             chain_sets.append(("heldout", held, causal_cases(rg / held)))
+        if "reasongraph-heldout4" in sets:
+            held = "causal_cases_batch4_trnl.jsonl"
+            chain_sets.append(("heldout4", held, causal_cases(rg / held)))
         if chain_sets:
             dump = args.dump.open("w", encoding="utf-8") if args.dump else None
             for name, label, (facts, questions) in chain_sets:
                 agent = agents[name]
                 if dump is not None:
                     dump.write(json.dumps({"set": label}) + "\n")
-                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions, dump)
+                chain_paths = tuple(args.chain_paths.split(","))
+                table, root, n_facts = eval_chains(
+                    Api(base, agent), vectors, facts, questions, chain_paths, dump
+                )
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
                 print(
                     f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
@@ -611,7 +644,8 @@ def main() -> None:
                 for path, row in table.items():
                     print(f"{path:<22}{row['chain@10']:>10.2f}{row['full@10']:>9.2f}{row['recall@5']:>10.2f}"
                           f"{row['precision@5']:>8.2f}")  # fmt: skip
-                print(f"answer-root@1: {root:.2f}")
+                if "answer" in chain_paths:
+                    print(f"answer-root@1: {root:.2f}")
             if dump is not None:
                 dump.close()
         if "contradictions" in sets:
@@ -623,9 +657,9 @@ def main() -> None:
                   ", ".join(f"{p} {v:.2f}" for p, v in c["avoided"].items()))  # fmt: skip
         if conversations:
             paths = tuple(args.locomo_paths.split(","))
-            counts, latency = eval_locomo(base, agents, vectors, conversations, paths)
+            counts, latency = eval_locomo(base, agents, vectors, conversations, paths, chosen)
             n = sum(row[paths[0]][0] for row in counts.values())
-            print(f"\nLoCoMo: {len(conversations)} conversations, {n} questions (category 5 excluded), "
+            print(f"\nLoCoMo: {len(counts)} conversations, {n} questions (category 5 excluded), "
                   "turn evidence in the top 10")  # fmt: skip
             print_locomo(counts, latency)
         print(f"\n(elapsed {time.monotonic() - began:.0f} s)")

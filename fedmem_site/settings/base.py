@@ -366,9 +366,10 @@ FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "any", (
 # coverage; "rrf" sums reciprocal ranks.
 FEDMEM_HYBRID_FUSION = env_choice("FEDMEM_HYBRID_FUSION", "linear", ("linear", "rrf"))
 FEDMEM_HYBRID_DENSE_WEIGHT = env_float("FEDMEM_HYBRID_DENSE_WEIGHT", 0.6, minimum=0.0)
-# Linear fusion: an item in a session also gains this share of its better session
-# neighbour's fused score (memory.retrieval.hybrid); 0 turns session context off.
-FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.4, minimum=0.0)
+# Linear fusion: an item in a session is lifted by this share of the lead its better
+# session neighbour's fused score has over its own (memory.retrieval.hybrid); 0
+# turns session context off.
+FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.7, minimum=0.0)
 # Two entity names at or above this cosine are one thing for graph ranking (bridges
 # "loading bays" / "the remaining bay"); 1 turns synonym bridges off.
 # Implicit cause -> effect between facts sharing an entity (memory.reasoning.implicit):

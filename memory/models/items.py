@@ -3,25 +3,50 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Q, When
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from core.vocabulary import Classification, Kind, RecordKind, Scope
+from memory.retrieval.language import CONFIGS, SIMPLE, detect
 
 # The column's dimension. A configured embedding model must produce exactly this
 # many numbers (checked at start-up); a different size needs a new migration.
 EMBEDDING_DIMENSIONS = 384
-# The text-search configuration of the generated column; queries must use the same.
+# The text-search configuration of a query that no item's language decides (the
+# console's filter over several tenants parses with every stored language instead).
 TEXT_SEARCH_CONFIG = "english"
 
 
+def search_vector_expression() -> Case:
+    """``content`` analysed with the item's own configuration (``text_language``).
+
+    A CASE over constant configurations, because a generated column must be
+    immutable and casting a text column to ``regconfig`` is not."""
+    return Case(
+        *(
+            When(text_language=config, then=SearchVector("content", config=config))
+            for config in CONFIGS
+            if config != SIMPLE
+        ),
+        default=SearchVector("content", config=SIMPLE),
+    )
+
+
 class MemoryItemQuerySet(models.QuerySet["MemoryItem"]):
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[MemoryItem]:
+        """As Django's, with each new item's text language detected first (see save)."""
+        objs = list(objs)
+        for obj in objs:
+            obj.text_language = detect(obj.content)
+        return super().bulk_create(objs, *args, **kwargs)
+
     def current(self, *, at: object | None = None) -> MemoryItemQuerySet:
         """Valid at ``at`` (default now) and not past retention: what every read sees."""
         moment = at or timezone.now()
@@ -75,8 +100,11 @@ class MemoryItem(models.Model):
     content_hash = models.CharField(max_length=64, help_text="sha256 of the normalized content")
 
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    # The text-search configuration the content is stemmed with, detected from the
+    # content on every save (memory.retrieval.language); "simple" when unknown.
+    text_language = models.CharField(max_length=16, default=SIMPLE, editable=False)
     search_vector = models.GeneratedField(
-        expression=SearchVector("content", config=TEXT_SEARCH_CONFIG),
+        expression=search_vector_expression(),
         output_field=SearchVectorField(),
         db_persist=True,
     )
@@ -133,6 +161,9 @@ class MemoryItem(models.Model):
             # times slower under steady writes. A small list keeps searches fast while
             # still batching index maintenance.
             GinIndex(fields=["search_vector"], name="memory_item_search_gin", gin_pending_list_limit=256),
+            # The languages of a tenant and their sizes (BM25's per-language corpus
+            # statistics), counted from the index alone.
+            models.Index(fields=["tenant", "text_language"], name="memory_item_tenant_language"),
             # Cosine, matching `<=>` in retrieval. Built in its own migration: on a
             # large table it is the slow step and must be re-runnable on its own.
             HnswIndex(
@@ -152,6 +183,15 @@ class MemoryItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}:{self.content[:40]}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The language follows the content: whenever the content is saved, so is it.
+        fields = kwargs.get("update_fields")
+        if fields is None or "content" in fields:
+            self.text_language = detect(self.content)
+            if fields is not None:
+                kwargs["update_fields"] = [*fields, "text_language"]
+        super().save(*args, **kwargs)
 
     @property
     def classification_name(self) -> str:

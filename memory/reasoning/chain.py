@@ -148,16 +148,18 @@ def _specific_terms(tenant_id: Any, ids: list[Any]) -> dict[Any, frozenset[str]]
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, l.lexeme FROM memory_item m CROSS JOIN LATERAL unnest(m.search_vector) AS l "
-            "WHERE m.id = ANY(%s::uuid[])",
+            "SELECT m.id, m.text_language, l.lexeme FROM memory_item m "
+            "CROSS JOIN LATERAL unnest(m.search_vector) AS l WHERE m.id = ANY(%s::uuid[])",
             [list(ids)],
         )
         rows = cursor.fetchall()
-    stats = tenant_stats(tenant_id, sorted({lexeme for _pk, lexeme in rows}))
+    # Document frequencies are kept per (language, lexeme): a stem means something
+    # only in the configuration that produced it.
+    stats = tenant_stats(tenant_id, sorted({(lang, lexeme) for _pk, lang, lexeme in rows}))
     cap = max(HUB_FLOOR, HUB_SHARE * stats.documents)
     out: dict[Any, set[str]] = {pk: set() for pk in ids}
-    for pk, lexeme in rows:
-        if 0 < stats.df.get(lexeme, 0) <= cap and not lexeme.isdigit():
+    for pk, lang, lexeme in rows:
+        if 0 < stats.df.get((lang, lexeme), 0) <= cap and not lexeme.isdigit():
             out[pk].add(lexeme)
     return {pk: frozenset(terms) for pk, terms in out.items()}
 

@@ -8,21 +8,26 @@ the caller's view is ever scored:
 * vector: cosine distance through the HNSW index (iterative scan, so filters
   that drop candidates do not starve the list), top ``FEDMEM_RETRIEVAL_CANDIDATES``;
   one statement;
-* keyword: BM25 over the generated ``tsvector`` (:mod:`memory.retrieval.lexical`):
-  any query word may match, weighted by the tenant's document frequencies, top
-  ``FEDMEM_RETRIEVAL_CANDIDATES``;
+* keyword: BM25 over the generated ``tsvector`` (:mod:`memory.retrieval.lexical`),
+  each item stemmed in its own language and matched by the query's lexemes in that
+  language: any query word may match, weighted by the tenant's document
+  frequencies, top ``FEDMEM_RETRIEVAL_CANDIDATES``;
 * hybrid: the BM25 list is ranked by the database while the query is embedded
   (every word required only under ``FEDMEM_HYBRID_KEYWORD_MATCH=all``), then one
   statement takes the vector list and fuses both, linearly (default: dense weight x
   cosine + the rest x BM25 coverage) or by reciprocal rank fusion (``1/(k + rank)``
   summed, k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
-* session context (linear fusion): an item written in a session also gains
-  ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the fused score of the better of its two
-  neighbours in that session (the visible items written just before and just after
-  it). In a conversation the answer to a question often sits in the turn after the
-  one that words it ("what's your favourite game?" / "Xenoblade, I play it daily"),
-  and a reply's meaning leans on the turn it answers. The neighbours are found in
+* session context (linear fusion): an item written in a session is lifted by
+  ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the lead the better of its two neighbours in
+  that session (the visible items written just before and just after it) has over
+  its own fused score. In a conversation the answer to a question often sits in
+  the turn after the one that words it ("what's your favourite game?" / "Xenoblade,
+  I play it daily"), and a reply's meaning leans on the turn it answers. Only a
+  better neighbour lifts: a bonus of the neighbour's whole score would favour every
+  item that has neighbours over one that stands alone, which on short sessions of
+  loosely related facts (and on languages the embedding model ranks flatly)
+  promoted plain neighbours over the facts that answer. The neighbours are found in
   the same statement through the (agent, session, created_at) index, two probes per
   candidate, and only their score is used: a neighbour is never returned for being one.
 """
@@ -43,8 +48,8 @@ from django.db.models.expressions import RawSQL
 from memory.embeddings import embed_query
 from memory.enforcement import Keys, MemoryAccess, visible_q
 from memory.models import MemoryItem
-from memory.models.items import TEXT_SEARCH_CONFIG
-from memory.retrieval.lexical import bm25_rows
+from memory.retrieval.language import CONFIGS
+from memory.retrieval.lexical import QUOTED_LEXEME, bm25_rows
 from memory.retrieval.rerank import get_reranker
 
 MODES = ("hybrid", "vector", "keyword")
@@ -103,13 +108,16 @@ class Hit:
     signals: dict[str, Any] = field(default_factory=dict)
 
 
-# The query's words, parsed by the same text-search configuration as the stored
-# column (so "ERR-4471" or "a@b.com" split the same way on both sides) and joined
-# with & (every word must match) or | (any word may). Each lexeme is quoted
+# The query's words, parsed by every configuration an item may be stored with
+# (each item's vector is built with its own language's; the console's filter spans
+# tenants and languages, so "ERR-4471" or "Lieferungen" split and stem the same way
+# on both sides), each language's lexemes joined with & (every word must match) or
+# | (any word may), the languages' groups joined with |. Each lexeme is quoted
 # before the cast, so no input can inject tsquery operators.
 _TSQUERY_SQL = (
-    "(SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', %s)"
-    "::tsquery FROM (SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) LIMIT %s) AS words)"
+    "(SELECT string_agg('(' || arm || ')', ' | ')::tsquery FROM (SELECT (SELECT string_agg("  # noqa: S608
+    f"{QUOTED_LEXEME}, %s) FROM (SELECT lexeme FROM unnest(to_tsvector(c::regconfig, %s)) LIMIT %s) "
+    "AS words) AS arm FROM unnest(%s::text[]) AS c) AS arms WHERE arm IS NOT NULL)"
 )
 ALL_WORDS, ANY_WORD = " & ", " | "
 
@@ -123,7 +131,7 @@ class ParsedQuery(SearchQuery):
         self.joiner = joiner
 
     def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
-        return _TSQUERY_SQL, [self.joiner, TEXT_SEARCH_CONFIG, self.text, MAX_QUERY_TERMS]
+        return _TSQUERY_SQL, [self.joiner, self.text, MAX_QUERY_TERMS, list(CONFIGS)]
 
 
 def keyword_query(text: str, *, require_all: bool) -> ParsedQuery | None:
@@ -293,8 +301,12 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             # Textual order: the context column (before the score), then the score's
             # own terms, the weight and the context again.
             select_params[1:1] = context_params
-            score = f"({score} + %s * coalesce({context}, 0))"
-            select_params.extend([context_weight, *context_params])
+            # Lifted toward a better neighbour, never by a worse one: a weaker
+            # neighbour says nothing about the item, and an absolute bonus would
+            # favour every item that has neighbours over one that stands alone.
+            own = score
+            score = f"({own} + %s * greatest(coalesce({context}, 0) - {own}, 0))"
+            select_params.extend([context_weight, *context_params, dense, vector, 1 - dense])
             nsql, nparams = base.values_list(
                 "id", "embedding", "agent_id", "session_id", "created_at"
             ).query.sql_with_params()

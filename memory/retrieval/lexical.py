@@ -5,12 +5,17 @@ questions ("why did the delivery arrive late?"), and ``ts_rank`` does not know h
 common a word is. This ranker scores each candidate by Okapi BM25 with the
 tenant's statistics:
 
-* the query's lexemes come from the same text-search configuration as the stored
-  column (so both sides stem and split alike);
-* document frequency per lexeme and the tenant's size come from the GIN index
-  (one count per lexeme) and are cached per process for ``STATS_TTL`` seconds, so
-  a repeated word costs nothing and the statistics follow the tenant's growth;
-* candidates are the visible items containing the *rarest* query lexemes, taken
+* each item's ``tsvector`` is built with the configuration of its own language
+  (``text_language``, detected at write time, :mod:`memory.retrieval.language`), so
+  the query is analysed once per language the tenant holds (and once in its own
+  language): an item is matched and scored only by the query's lexemes in *its*
+  language, a German item by German stems, an English one by English stems;
+* a term is a (language, lexeme) pair: its document frequency counts the tenant's
+  items of that language holding it, from the GIN index (one count per term), and
+  is cached per process for ``STATS_TTL`` seconds with the tenant's size and
+  languages, so a repeated word costs nothing and the statistics follow the
+  tenant's growth;
+* candidates are the visible items containing the *rarest* query terms, taken
   from the rarest up while their summed document frequency stays within
   ``POSTINGS_BUDGET``: a common word ("service" in every incident) still scores the
   items it appears in but does not make the database rank a quarter of the table;
@@ -20,55 +25,49 @@ tenant's statistics:
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery
 from django.db import connection
-from django.db.models import FloatField
+from django.db.models import BooleanField, FloatField
 from django.db.models.expressions import RawSQL
 
-from memory.models.items import TEXT_SEARCH_CONFIG
+from memory.retrieval.language import SIMPLE, detect
 
 K1 = 0.9
 B = 0.4
 MAX_QUERY_TERMS = 32
-# Summed document frequency of the lexemes that select candidates (see module doc).
+# The languages a query is analysed in: the tenant's most common ones (and the
+# query's own). Items in a language beyond these are found by their embedding only.
+MAX_LANGUAGES = 6
+# Summed document frequency of the terms that select candidates (see module doc).
 POSTINGS_BUDGET = 4000
 STATS_TTL = 300.0
 _MAX_CACHED = 50_000
 
+# A (language, lexeme) pair: the unit of every statistic.
+Term = tuple[str, str]
+
 # Quoted lexemes joined by | or &: each is quoted before the cast, so no input can
 # inject tsquery operators.
-_LEXEME_TSQUERY = (
-    "(SELECT string_agg('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''', %s)"
-    "::tsquery FROM unnest(%s::text[]) AS lexeme)"
-)
-
-
-class LexemeQuery(SearchQuery):
-    """A tsquery of the given lexemes, any (``|``) or all (``&``) of them."""
-
-    def __init__(self, lexemes: list[str], joiner: str) -> None:
-        super().__init__(" ".join(lexemes))
-        self.lexemes = lexemes
-        self.joiner = joiner
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
-        return _LEXEME_TSQUERY, [self.joiner, self.lexemes]
+QUOTED_LEXEME = "('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''')"
+_LEXEME_TSQUERY = f"(SELECT string_agg({QUOTED_LEXEME}, %s)::tsquery FROM unnest(%s::text[]) AS lexeme)"  # noqa: S608
+_QUOTED_Q = QUOTED_LEXEME.replace("lexeme", "q.lexeme")
 
 
 @dataclass(frozen=True)
 class Stats:
     documents: int
     avg_length: float
-    df: dict[str, int]
+    df: dict[Term, int]
+    languages: dict[str, int] = field(default_factory=dict)
 
-    def idf(self, lexeme: str) -> float:
-        n, df = self.documents, self.df.get(lexeme, 0)
+    def idf(self, term: Term) -> float:
+        n, df = self.documents, self.df.get(term, 0)
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
@@ -77,8 +76,9 @@ class _Cache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.corpus: dict[Any, tuple[float, int, float]] = {}
-        self.df: dict[tuple[Any, str], tuple[float, int]] = {}
+        # tenant -> (read at, items per language, mean length)
+        self.corpus: dict[Any, tuple[float, dict[str, int], float]] = {}
+        self.df: dict[tuple[Any, Term], tuple[float, int]] = {}
 
     def clear(self) -> None:
         with self.lock:
@@ -89,69 +89,112 @@ class _Cache:
 cache = _Cache()
 
 
-def query_lexemes(text: str) -> list[str]:
-    """The query's distinct lexemes as the stored column's configuration parses them."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) LIMIT %s",
-            [TEXT_SEARCH_CONFIG, text, MAX_QUERY_TERMS],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-def tenant_stats(tenant_id: Any, lexemes: list[str]) -> Stats:
-    now = time.monotonic()
+def _corpus(tenant_id: Any, now: float) -> tuple[float, dict[str, int], float]:
     with cache.lock:
         corpus = cache.corpus.get(tenant_id)
-        known = {
-            lx: hit[1]
-            for lx in lexemes
-            if (hit := cache.df.get((tenant_id, lx))) and now - hit[0] < STATS_TTL
-        }
-    missing = [lx for lx in lexemes if lx not in known]
+    if corpus is not None and now - corpus[0] < STATS_TTL:
+        return corpus
     with connection.cursor() as cursor:
-        if corpus is None or now - corpus[0] >= STATS_TTL:
-            # The size by the (tenant, created_at) index; the mean length from a sample
-            # (it only scales the length normalization).
+        # Sizes per language by the (tenant, text_language) index; the mean length
+        # from a sample (it only scales the length normalization).
+        cursor.execute(
+            "SELECT (SELECT json_object_agg(text_language, n) FROM (SELECT text_language, count(*) AS n "
+            "FROM memory_item WHERE tenant_id = %s GROUP BY text_language) AS l)::text, "
+            "(SELECT avg(length(search_vector)) FROM "
+            "(SELECT search_vector FROM memory_item WHERE tenant_id = %s LIMIT 2000) AS s)",
+            [tenant_id, tenant_id],
+        )
+        languages, avg_length = cursor.fetchone()
+    sizes = {str(k): int(v) for k, v in json.loads(languages or "{}").items()}
+    corpus = (now, sizes, float(avg_length or 1.0))
+    with cache.lock:
+        cache.corpus[tenant_id] = corpus
+    return corpus
+
+
+def tenant_languages(tenant_id: Any) -> dict[str, int]:
+    """The tenant's items per stored language (cached as the other statistics)."""
+    return _corpus(tenant_id, time.monotonic())[1]
+
+
+def query_languages(tenant_id: Any, text: str) -> list[str]:
+    """The configurations to analyse ``text`` in: the tenant's ``MAX_LANGUAGES`` most
+    common ones, and the query's own when it has one (the tenant's first item in a
+    language is found before the cached languages list it)."""
+    held = tenant_languages(tenant_id)
+    chosen = sorted(held, key=lambda lang: (-held[lang], lang))[:MAX_LANGUAGES]
+    own = detect(text)
+    return chosen if own in chosen or own == SIMPLE else [own, *chosen]
+
+
+def query_lexemes(text: str, languages: list[str] | None = None) -> list[Term]:
+    """The query's distinct terms: its lexemes as each language's configuration parses them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.l, w.lexeme FROM unnest(%s::text[]) WITH ORDINALITY AS c(l, o) "
+            "CROSS JOIN LATERAL (SELECT lexeme FROM unnest(to_tsvector(c.l::regconfig, %s)) LIMIT %s) AS w "
+            "ORDER BY c.o",
+            [languages or [SIMPLE], text, MAX_QUERY_TERMS],
+        )
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def tenant_stats(tenant_id: Any, terms: list[Term]) -> Stats:
+    now = time.monotonic()
+    corpus = _corpus(tenant_id, now)
+    with cache.lock:
+        known = {
+            term: hit[1]
+            for term in terms
+            if (hit := cache.df.get((tenant_id, term))) and now - hit[0] < STATS_TTL
+        }
+    missing = [term for term in terms if term not in known]
+    if missing:
+        with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT (SELECT count(*) FROM memory_item WHERE tenant_id = %s), "
-                "(SELECT avg(length(search_vector)) FROM "
-                "(SELECT search_vector FROM memory_item WHERE tenant_id = %s LIMIT 2000) AS s)",
-                [tenant_id, tenant_id],
+                "SELECT q.l, q.lexeme, (SELECT count(*) FROM memory_item WHERE tenant_id = %s "  # noqa: S608
+                f"AND text_language = q.l AND search_vector @@ {_QUOTED_Q}::tsquery) "
+                "FROM unnest(%s::text[], %s::text[]) AS q(l, lexeme)",
+                [tenant_id, [t[0] for t in missing], [t[1] for t in missing]],
             )
-            documents, avg_length = cursor.fetchone()
-            corpus = (now, int(documents or 0), float(avg_length or 1.0))
-        if missing:
-            cursor.execute(
-                "SELECT lexeme, (SELECT count(*) FROM memory_item WHERE tenant_id = %s AND search_vector @@ "
-                "('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''')::tsquery) "
-                "FROM unnest(%s::text[]) AS lexeme",
-                [tenant_id, missing],
-            )
-            known.update({lx: int(df) for lx, df in cursor.fetchall()})
+            known.update({(lang, lx): int(df) for lang, lx, df in cursor.fetchall()})
     with cache.lock:
         if len(cache.df) > _MAX_CACHED:
             cache.df.clear()
-        cache.corpus[tenant_id] = corpus
-        for lx in missing:
+        for term in missing:
             # A word no item holds yet is not cached: the next write may bring it.
-            if known[lx] > 0:
-                cache.df[(tenant_id, lx)] = (now, known[lx])
+            if known[term] > 0:
+                cache.df[(tenant_id, term)] = (now, known[term])
     # The cached size may lag behind the counts read just now.
-    return Stats(max(corpus[1], *known.values(), 1), max(corpus[2], 1.0), known)
+    documents = sum(corpus[1].values())
+    return Stats(max(documents, *known.values(), 1), max(corpus[2], 1.0), known, corpus[1])
 
 
-def selective(lexemes: list[str], stats: Stats, budget: int = POSTINGS_BUDGET) -> list[str]:
-    """The rarest lexemes whose summed document frequency fits ``budget`` (at least one)."""
-    present = sorted((lx for lx in lexemes if stats.df.get(lx, 0) > 0), key=lambda lx: (stats.df[lx], lx))
-    chosen: list[str] = []
+def selective(terms: list[Term], stats: Stats, budget: int = POSTINGS_BUDGET) -> list[Term]:
+    """The rarest terms whose summed document frequency fits ``budget`` (at least one)."""
+    present = sorted((t for t in terms if stats.df.get(t, 0) > 0), key=lambda t: (stats.df[t], t))
+    chosen: list[Term] = []
     spent = 0
-    for lx in present:
-        if chosen and spent + stats.df[lx] > budget:
+    for term in present:
+        if chosen and spent + stats.df[term] > budget:
             break
-        chosen.append(lx)
-        spent += stats.df[lx]
+        chosen.append(term)
+        spent += stats.df[term]
     return chosen
+
+
+def matches(terms: list[Term], joiner: str) -> RawSQL:
+    """A condition on ``memory_item``: its full text holds the terms of its own
+    language, any (joiner ``" | "``) or all (``" & "``) of them."""
+    by_language: dict[str, list[str]] = {}
+    for lang, lexeme in terms:
+        by_language.setdefault(lang, []).append(lexeme)
+    arm = f'("memory_item"."text_language" = %s AND "memory_item"."search_vector" @@ {_LEXEME_TSQUERY})'
+    params: list[Any] = []
+    for lang, lexemes in by_language.items():
+        params.extend([lang, joiner, lexemes])
+    # Fixed fragments only; languages, joiner and lexemes are bound parameters.
+    return RawSQL("(" + " OR ".join([arm] * len(by_language)) + ")", params, output_field=BooleanField())  # noqa: S611
 
 
 def bm25_rows(
@@ -160,38 +203,50 @@ def bm25_rows(
     """(id, BM25 score, created_at, coverage) of the best ``limit`` items of ``base``
     (a MemoryItem queryset already holding visibility and filters), best first.
 
-    Coverage is the score over the query's summed IDF: about the share of the
-    query's information the item holds (1 for every word once, in an item of
-    average length), comparable across queries, unlike the raw score."""
-    lexemes = query_lexemes(text)
-    if not lexemes:
+    Coverage is the score over the summed IDF of the query's terms in the item's
+    language: about the share of the query's information the item holds (1 for
+    every word once, in an item of average length), comparable across queries and
+    languages, unlike the raw score."""
+    terms = query_lexemes(text, query_languages(tenant_id, text))
+    if not terms:
         return []
-    stats = tenant_stats(tenant_id, lexemes)
+    stats = tenant_stats(tenant_id, terms)
     if require_all:
-        if any(stats.df.get(lx, 0) == 0 for lx in lexemes):
-            return []
-        matching, joiner = lexemes, " & "
+        # Every word, in the item's own language: a language some word is missing
+        # from cannot match.
+        incomplete = {lang for lang, lx in terms if stats.df.get((lang, lx), 0) == 0}
+        matching, joiner = [t for t in terms if t[0] not in incomplete], " & "
     else:
-        matching, joiner = selective(lexemes, stats), " | "
+        matching, joiner = selective(terms, stats), " | "
     if not matching:
         return []
-    candidates = base.filter(search_vector=LexemeQuery(matching, joiner)).annotate(
+    candidates = base.filter(matches(matching, joiner)).annotate(
         dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField())
     )
-    msql, mparams = candidates.values_list("id", "created_at", "search_vector", "dl").query.sql_with_params()
-    idf = [stats.idf(lx) for lx in lexemes]
-    total = sum(idf) or 1.0
+    msql, mparams = candidates.values_list(
+        "id", "created_at", "text_language", "search_vector", "dl"
+    ).query.sql_with_params()
+    idf = [stats.idf(t) for t in terms]
+    total: dict[str, float] = {}
+    for (lang, _lx), weight in zip(terms, idf, strict=True):
+        total[lang] = total.get(lang, 0.0) + weight
     sql = (
         f"WITH m AS MATERIALIZED ({msql}), "  # noqa: S608 - compiled by Django, values are parameters
-        "q AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, idf)) "
-        "SELECT m.id, m.created_at, "
+        "q AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) AS q(l, lexeme, idf)) "
+        "SELECT m.id, m.created_at, m.text_language, "
         "sum(q.idf * t.tf * %s / (t.tf + %s * (1 - %s + %s * m.dl / %s))) AS score "
         "FROM m CROSS JOIN LATERAL unnest(m.search_vector) AS u "
-        "JOIN q ON q.lexeme = u.lexeme "
+        "JOIN q ON q.l = m.text_language AND q.lexeme = u.lexeme "
         "CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS tf) AS t "
-        "GROUP BY m.id, m.created_at ORDER BY score DESC, m.created_at DESC, m.id LIMIT %s"
+        "GROUP BY m.id, m.created_at, m.text_language ORDER BY score DESC, m.created_at DESC, m.id LIMIT %s"
     )
-    params = [*mparams, lexemes, idf, K1 + 1, K1, B, B, stats.avg_length, limit]
+    params = [
+        *mparams, [t[0] for t in terms], [t[1] for t in terms], idf,
+        K1 + 1, K1, B, B, stats.avg_length, limit,
+    ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(pk, float(score), created, float(score) / total) for pk, created, score in cursor.fetchall()]
+        return [
+            (pk, float(score), created, float(score) / (total.get(lang) or 1.0))
+            for pk, created, lang, score in cursor.fetchall()
+        ]

@@ -55,11 +55,13 @@ def test_bm25_statistics_follow_new_words(access):
 
 
 def test_selective_lexemes_keep_the_rarest_within_the_budget():
-    stats = lexical.Stats(documents=1000, avg_length=8.0, df={"common": 900, "rare": 3, "mid": 50, "none": 0})
-    assert lexical.selective(["common", "rare", "mid", "none"], stats, budget=100) == ["rare", "mid"]
+    # Terms are (language, lexeme) pairs since full text is stored per item language.
+    common, rare, mid, none = (("english", w) for w in ("common", "rare", "mid", "none"))
+    stats = lexical.Stats(documents=1000, avg_length=8.0, df={common: 900, rare: 3, mid: 50, none: 0})
+    assert lexical.selective([common, rare, mid, none], stats, budget=100) == [rare, mid]
     # At least one lexeme, however common.
-    assert lexical.selective(["common"], stats, budget=10) == ["common"]
-    assert stats.idf("rare") > stats.idf("mid") > stats.idf("common") > 0
+    assert lexical.selective([common], stats, budget=10) == [common]
+    assert stats.idf(rare) > stats.idf(mid) > stats.idf(common) > 0
 
 
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):

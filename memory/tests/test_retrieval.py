@@ -210,11 +210,17 @@ def test_a_reply_gains_the_score_of_the_turn_it_answers(access, settings):
     hits = _recall(access, query, scopes=("agent",), top_k=5)
     by_pk = {hit.item.pk: hit for hit in hits}
     hit = by_pk[reply.pk]
-    # Own fused score + context weight x the better neighbour's fused score.
+    # Own fused score + context weight x the lead of the better neighbour's fused score.
     own = 0.6 * hit.similarity + 0.4 * hit.signals["lexical"]
-    assert hit.score == pytest.approx(own + 0.4 * hit.signals["context"], rel=1e-4)
+    weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
+    assert hit.signals["context"] > own
+    assert hit.score == pytest.approx(own + weight * (hit.signals["context"] - own), rel=1e-4)
     neighbour = by_pk[question.pk]
     assert hit.signals["context"] >= 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"] - 1e-6
+    # The turn that words the question has only weaker neighbours: it keeps its own score.
+    assert neighbour.score == pytest.approx(
+        0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"], rel=1e-4
+    )
     with_context = _contents(hits).index(reply.content)
     settings.FEDMEM_HYBRID_CONTEXT_WEIGHT = 0.0
     without = _recall(access, query, scopes=("agent",), top_k=5)
