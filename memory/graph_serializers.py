@@ -188,6 +188,12 @@ class StepSerializer(serializers.Serializer):
 class ChainPlaceSerializer(serializers.Serializer):
     position = serializers.IntegerField(help_text="1: the nearest cause of the best match, 2: the next.")
     link = serializers.FloatField(help_text="The score of its link to the fact after it on the chain.")
+    basis = serializers.ChoiceField(
+        choices=["asserted", "entity", "session", "words"],
+        help_text="What joins it to the fact after it: a stored span link, a specific entity or synonym "
+        "span, one session, or only shared word stems. Only an asserted link may lift it above the best "
+        "direct match left.",
+    )
 
 
 class WhySerializer(serializers.Serializer):

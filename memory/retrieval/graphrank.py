@@ -20,8 +20,9 @@ and ``answer``.
    where ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical``.
 4. **Chain**: the causes behind the best direct match, walked back one best cause
    at a time (:mod:`memory.reasoning.chain`, the walk ``answer`` states), each gain
-   ``CHAIN_BONUS``. A root cause that shares no word with the question can so
-   overtake a fact that is merely similar to it.
+   ``CHAIN_BONUS`` times its link score, and only a cause a stored span link
+   asserts may overtake the best direct match left. A root cause that shares no
+   word with the question can so rise above facts that are merely similar to it.
 
 Every read is inside ``view`` (visibility in SQL); the result says why each fact
 ranked: its signals, the bridges and links that reached it.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -50,8 +52,8 @@ from memory.retrieval.specificity import bridge_weight
 SEED_POOL = 30
 # The best-ranked facts a chain may be walked back through.
 CHAIN_POOL = 50
-# What a place on that chain adds to a fact's score.
-CHAIN_BONUS = 1.0
+# What a place on that chain adds to a fact's score, times its link score (at most 1).
+CHAIN_BONUS = 0.5
 # Mentions read per bridging entity, and per entity when counting its facts.
 BRIDGES_PER_ENTITY = 20
 DF_CAP = 5000
@@ -407,17 +409,46 @@ def rank(
     joined = {
         (x, y) for e in entity_ids for x in mentioned_by.get(e, ()) for y in mentioned_by.get(e, ()) if x != y
     }
-    steps = walk_back(
-        best.item.pk, Pool(tenant_id, pool), asserted_links(tenant_id, pool), joined | synonym_pairs
-    )
-    causes = [(pk, link) for pk, link in steps[:-1]][::-1]  # the nearest cause first
+    asserted = asserted_links(tenant_id, pool)
+    steps = walk_back(best.item.pk, Pool(tenant_id, pool), asserted, joined | synonym_pairs)
     by_pk = {r.item.pk: r for r in ranked}
-    for position, (pk, link) in enumerate(causes, start=1):
+    sessions = {pk: (r.item.agent_id, r.item.session_id) for pk, r in by_pk.items() if r.item.session_id}
+    if best.item.session_id:
+        sessions[best.item.pk] = (best.item.agent_id, best.item.session_id)
+    # Each cause gains in proportion to the strength of its link. Unless a stored span
+    # link asserts it, a cause may not overtake the best direct match left: a walk
+    # through shared subjects and hub phrases can step into a similar story told
+    # elsewhere, and a fixed bonus then lifted its facts above good direct matches.
+    ceiling = ranked[0].score if ranked else 0.0
+    for position, ((pk, link), (effect, _next)) in enumerate(reversed(list(pairwise(steps))), start=1):
         found = by_pk[pk]
-        found.chain = {"position": position, "link": round(link, 4)}
-        found.score += CHAIN_BONUS
+        basis = link_basis(pk, effect, asserted, joined, synonym_pairs, sessions)
+        found.chain = {"position": position, "link": round(link, 4), "basis": basis}
+        bonus = CHAIN_BONUS * min(link, 1.0)
+        if basis != "asserted":
+            bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
+        found.score += bonus
     ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
     return [best, *ranked][:limit]
+
+
+def link_basis(
+    cause: Any,
+    effect: Any,
+    asserted: dict[tuple[Any, Any], Any],
+    joined: set[tuple[Any, Any]],
+    synonyms: set[tuple[Any, Any]],
+    sessions: dict[Any, Any],
+) -> str:
+    """What joins a chain step: a stored span link, a specific entity or synonym span,
+    one session, or only shared word stems."""
+    if (cause, effect) in asserted:
+        return "asserted"
+    if (cause, effect) in joined or (cause, effect) in synonyms:
+        return "entity"
+    if cause in sessions and sessions[cause] == sessions.get(effect):
+        return "session"
+    return "words"
 
 
 def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
