@@ -245,3 +245,27 @@ def test_why_without_a_supported_chain_says_so_and_cites_what_it_used(access, wo
     assert body["chain"] == []
     assert body["answer"]["text"].startswith("No causal chain in memory explains this.")
     assert body["answer"]["citations"] == [str(only.pk)]
+
+
+def test_a_cause_not_asserted_by_a_span_link_stays_below_the_best_direct_match_left(access, depot):
+    ranked = _rank(access, "Why were the retailer's northern orders delayed?", top_k=10)
+    on_chain = [r for r in ranked[1:] if r.chain]
+    direct = [r for r in ranked[1:] if not r.chain]
+    assert on_chain and direct
+    assert all(r.chain["basis"] in {"asserted", "entity", "session", "words"} for r in on_chain)
+    # Without a stored span link a cause gains at most up to the best score of the rest
+    # before any bonus (the rank score is relevance + GRAPH_WEIGHT x graph until then).
+    ceiling = max(r.relevance + graphrank.GRAPH_WEIGHT * r.graph for r in ranked[1:])
+    weak = [r for r in on_chain if r.chain["basis"] != "asserted"]
+    assert weak, [r.chain for r in on_chain]
+    assert all(r.score <= ceiling + 1e-9 for r in weak)
+    assert any(r.score > r.relevance + graphrank.GRAPH_WEIGHT * r.graph for r in weak)  # some bonus was given
+    # The bonus is the link's strength times CHAIN_BONUS, never more.
+    assert all(
+        r.score
+        <= r.relevance
+        + graphrank.GRAPH_WEIGHT * r.graph
+        + graphrank.CHAIN_BONUS * min(r.chain["link"], 1.0)
+        + 1e-9
+        for r in on_chain
+    )
