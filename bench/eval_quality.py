@@ -219,10 +219,10 @@ class Api:
         body = self.call("POST", "discover", {"query": query, "max_results": 10})
         return [r["id"] for r in body["results"]]
 
-    def answer(self, query: str) -> tuple[list[str], str | None]:
+    def answer(self, query: str) -> tuple[list[str], str | None, dict[str, Any]]:
         body = self.call("POST", "answer", {"query": query, "mode": "discover"})
         root = body["answer"]["detail"].get("root_item_id")
-        return [f["id"] for f in body["facts"]][:10], root
+        return [f["id"] for f in body["facts"]][:10], root, body
 
 
 # --- plain vector baseline ------------------------------------------------------------
@@ -299,6 +299,7 @@ def eval_chains(
     facts: list[dict[str, Any]],
     questions: list[dict[str, Any]],
     paths: tuple[str, ...] = PATHS,
+    dump: Any = None,
 ) -> Any:
     ids = api.write(facts)
     if {"graph", "discover", "answer"} & set(paths):
@@ -308,9 +309,11 @@ def eval_chains(
     rows: dict[str, list[dict[str, float]]] = {p: [] for p in paths}
     roots: list[float] = []
 
-    def one(q: dict[str, Any]) -> tuple[dict[str, list[str]], float]:
+    text_of = dict(zip(ids, (f["content"] for f in facts), strict=True))
+
+    def one(q: dict[str, Any]) -> tuple[dict[str, dict[str, float]], float, dict[str, Any]]:
         gold = [by_text[g] for g in q["gold"] if g in by_text]
-        answer_ids, root = api.answer(q["query"]) if "answer" in paths else ([], None)
+        answer_ids, root, body = api.answer(q["query"]) if "answer" in paths else ([], None, None)
         read = {
             "vector": lambda: vectors.top(matrix, ids, q["query"]),
             "keyword": lambda: api.recall(q["query"], "keyword"),
@@ -320,13 +323,30 @@ def eval_chains(
             "answer": lambda: answer_ids,
         }
         ranked = {p: read[p]() for p in paths}
-        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0])
+        record = {
+            "query": q["query"],
+            # Per gold fact (root first): its rank in each read path, None when absent.
+            "gold": [
+                {"text": text_of[g], **{p: (r.index(g) if g in r else None) for p, r in ranked.items()}}
+                for g in gold
+            ],
+            "root_ok": root == gold[0],
+            "answer_root": text_of.get(root or "", root),
+            "answer": body["answer"]["text"] if body else None,
+            "answer_facts": [text_of.get(i, i) for i in body["answer"]["detail"].get("fact_ids", [])]
+            if body
+            else [],
+            "graph_top10": [text_of.get(i, i) for i in ranked.get("graph", [])],
+        }
+        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0]), record
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for scores, root_ok in pool.map(one, questions):
+        for scores, root_ok, record in pool.map(one, questions):
             for p, s in scores.items():
                 rows[p].append(s)
             roots.append(root_ok)
+            if dump is not None:
+                dump.write(json.dumps(record, ensure_ascii=False) + "\n")
     return {p: mean_rows(r) for p, r in rows.items()}, sum(roots) / len(roots), len(set(ids))
 
 
@@ -554,6 +574,9 @@ def main() -> None:
         "graph (waits for extraction)",
     )
     parser.add_argument(
+        "--dump", type=Path, help="write one JSON line per causal question (gold ranks per path, the answer)"
+    )
+    parser.add_argument(
         "--chain-paths",
         default=",".join(PATHS),
         help="ReasonGraph read paths: vector (computed here), keyword, hybrid, graph, discover, answer "
@@ -605,10 +628,15 @@ def main() -> None:
             held = "causal_cases_batch4_trnl.jsonl"
             chain_sets.append(("heldout4", held, causal_cases(rg / held)))
         if chain_sets:
+            dump = args.dump.open("w", encoding="utf-8") if args.dump else None
             for name, label, (facts, questions) in chain_sets:
                 agent = agents[name]
+                if dump is not None:
+                    dump.write(json.dumps({"set": label}) + "\n")
                 chain_paths = tuple(args.chain_paths.split(","))
-                table, root, n_facts = eval_chains(Api(base, agent), vectors, facts, questions, chain_paths)
+                table, root, n_facts = eval_chains(
+                    Api(base, agent), vectors, facts, questions, chain_paths, dump
+                )
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
                 print(
                     f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
@@ -618,6 +646,8 @@ def main() -> None:
                           f"{row['precision@5']:>8.2f}")  # fmt: skip
                 if "answer" in chain_paths:
                     print(f"answer-root@1: {root:.2f}")
+            if dump is not None:
+                dump.close()
         if "contradictions" in sets:
             c = eval_contradictions(base, agents, pairs)
             print(f"\ncontradictions.jsonl: {len(pairs)} pairs, old then new with check_contradictions")

@@ -185,12 +185,29 @@ class StepSerializer(serializers.Serializer):
     link = serializers.DictField(required=False)
 
 
+class ChainPlaceSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1: the nearest cause of the best match, 2: the next.")
+    link = serializers.FloatField(help_text="The score of its link to the fact after it on the chain.")
+    basis = serializers.ChoiceField(
+        choices=["asserted", "entity", "session", "words"],
+        help_text="What joins it to the fact after it: a stored span link, a specific entity or synonym "
+        "span, one session, or only shared word stems. Only an asserted link may lift it above the best "
+        "direct match left.",
+    )
+
+
 class WhySerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="relevance + graph weight x graph score: the rank order.")
     relevance = serializers.FloatField(help_text="dense weight x similarity + (1 - dense weight) x lexical.")
     similarity = serializers.FloatField(help_text="Cosine similarity to the query.")
     lexical = serializers.FloatField(help_text="BM25 coverage of the query's words (0 when not a seed).")
-    graph = serializers.FloatField(help_text="Personalized PageRank from the seeds, 1 = the best fact.")
+    graph = serializers.FloatField(
+        help_text="PageRank support from the other seeds (its own echo left out), 1 = the best fact."
+    )
+    chain = ChainPlaceSerializer(
+        allow_null=True,
+        help_text="Its place on the causal chain walked back from the best match (null: not on it).",
+    )
     reached_by = serializers.ChoiceField(choices=["seed", "terms", "causal", "entity", "session"])
     bridges = StepSerializer(many=True, help_text="The entity / session steps that reached it (last 3).")
     links = StepSerializer(many=True, help_text="The causal links that reached it (last 3).")

@@ -6,12 +6,11 @@ chain among them, then the synthesizer. Reads only.
   ``RELEVANCE_FLOOR``, or the graph reached it strongly from facts that do
   (``GRAPH_FLOOR``): expanded facts about another matter are never stated.
 * **Chain**: the *anchor* is the most relevant fact (for a why-question, the
-  effect asked about). Its causes are walked backwards among the kept facts,
-  along asserted links (stored span links between causal edges) and implicit
-  ones (:mod:`memory.reasoning.implicit`: a fact sharing an entity with the
-  anchor's side that reads as its cause), keeping the best-scored path; the chain
-  is stated root first. A chain that does not end at a fact on the question is
-  not a chain for this question and is not stated.
+  effect asked about). Its causes are walked back one best cause at a time
+  (:mod:`memory.reasoning.chain`: asserted span links and implicit links scored by
+  predicate / subject linkage), through every retrieved fact, those below the
+  floor too, as long as each step links; the chain is stated root first. It ends
+  at the anchor, a fact on the question, by construction.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 from django.db.models import F
 
 from governance.selectors import as_uuid
-from memory.models import CausalEdge, Mention, SpanLink
+from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.reasoning.synthesis import Answer, Context, Fact, Link, Synthesizer
 
 MAX_EDGES = 60
@@ -87,9 +86,6 @@ def entities_among(tenant_id: Any, item_ids: list[Any], limit: int = 20) -> list
 
 RELEVANCE_FLOOR = 0.3
 GRAPH_FLOOR = 0.1
-# An implicit link counts from this score (EmbeddingCausalScorer: cosine + change bonus).
-IMPLICIT_FLOOR = 0.45
-MAX_CHAIN_FACTS = 6
 MAX_KEPT = 15
 
 
@@ -152,48 +148,11 @@ def _relevance(f: dict[str, Any]) -> float:
     return f.get("relevance") or 0.0
 
 
-def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The causal chain ending at the most relevant fact, root first (see module doc):
-    asserted links where they exist, implicit links where they do not."""
-    from memory.extraction.nlp import parse
-    from memory.models import MemoryItem
-    from memory.reasoning.implicit import Side, get_scorer, states_change
+def joined_by_entities(tenant_id: Any, ids: list[Any]) -> set[tuple[Any, Any]]:
+    """Pairs of the facts that share a specific entity or a synonym span (both ways)."""
     from memory.retrieval.graphrank import entity_synonyms, entity_weights, item_mentions
     from memory.retrieval.lexical import tenant_stats
 
-    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
-    if not ids:
-        return []
-    anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
-    # The anchor's own asserted chain: a document chunk can state a whole chain itself.
-    own = chain_among(tenant_id, [anchor])
-    if len(ids) < 2:
-        return own if len(own) >= 2 else []
-    texts = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "content"))
-    vectors = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "embedding"))
-    edges = list(CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).order_by("id"))
-    by_item: dict[Any, list[CausalEdge]] = {}
-    for edge in edges:
-        by_item.setdefault(edge.item_id, []).append(edge)
-    # Asserted: A -> B when an edge of A continues into an edge of B.
-    causes: dict[Any, dict[Any, tuple[float, dict[str, Any]]]] = {pk: {} for pk in ids}
-    edge_item = {e.pk: e for e in edges}
-    for source, target, score in SpanLink.objects.filter(
-        tenant_id=tenant_id, source_id__in=edge_item, target_id__in=edge_item
-    ).values_list("source_id", "target_id", "score"):
-        a, b = edge_item[source], edge_item[target]
-        if a.item_id != b.item_id:
-            hop = {
-                "cause": a.cause,
-                "effect": a.effect,
-                "cue": a.cue,
-                "item_id": str(a.item_id),
-                "edge_id": a.pk,
-            }
-            best = causes[b.item_id].get(a.item_id)
-            if best is None or best[0] < 1.0 + score:
-                causes[b.item_id][a.item_id] = (1.0 + score, hop)
-    # Implicit: facts joined by a specific entity (or a synonym span) that read as cause -> effect.
     mentions = item_mentions(tenant_id, ids)
     weights = entity_weights(
         tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents
@@ -205,46 +164,43 @@ def assemble_chain(tenant_id: Any, facts: list[dict[str, Any]]) -> list[dict[str
     for a, b, _sim in entity_synonyms(sorted(entity_items)):
         joined = entity_items[a] | entity_items[b]
         entity_items[a] = entity_items[b] = joined
-    joined_pairs = {(x, y) for group in entity_items.values() for x in group for y in group if x != y}
-    docs = dict(zip(ids, parse([texts[pk] for pk in ids]), strict=True))
-    sides = {
-        pk: Side(
-            texts[pk], vectors[pk],
-            by_item[pk][0].cause_embedding if by_item.get(pk) else None,
-            states_change(docs[pk]),
-        )
-        for pk in ids
-    }  # fmt: skip
-    scorer = get_scorer()
-    for a, b in joined_pairs:
-        if a in causes[b]:
-            continue
-        score = scorer.score(sides[a], sides[b])
-        if score >= IMPLICIT_FLOOR and score > scorer.score(sides[b], sides[a]) - 0.05:
-            hop = {"cause": texts[a], "effect": texts[b], "cue": f"implicit ({scorer.name})",
-                   "item_id": str(a), "edge_id": None}  # fmt: skip
-            causes[b][a] = (score, hop)
+    return {(x, y) for group in entity_items.values() for x in group for y in group if x != y}
 
-    # The best-scored backward path from the anchor (small: at most MAX_KEPT facts).
-    best: tuple[float, list[Any]] = (0.0, [anchor])
 
-    def walk(at: Any, path: list[Any], total: float) -> None:
-        nonlocal best
-        if total > best[0]:
-            best = (total, list(path))
-        if len(path) >= MAX_CHAIN_FACTS:
-            return
-        for cause, (score, _hop) in causes[at].items():
-            if cause not in path:
-                walk(cause, [*path, cause], total + score)
+def assemble_chain(
+    tenant_id: Any, facts: list[dict[str, Any]], pool: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The causal chain ending at the most relevant of ``facts``, root first (see the
+    module doc). The walk back may step through ``pool`` (every fact retrieved, the
+    ones below the relevance floor too) as long as each step links."""
+    from memory.reasoning.chain import Pool, asserted_links, walk_back
+    from memory.reasoning.implicit import get_scorer
 
-    walk(anchor, [anchor], 0.0)
-    path = best[1][::-1]  # root first
+    ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
+    if not ids:
+        return []
+    anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
+    # The anchor's own asserted chain: a document chunk can state a whole chain itself.
+    own = chain_among(tenant_id, [anchor])
+    walk_ids = list(dict.fromkeys([*ids, *(pk for pk in (as_uuid(f["id"]) for f in pool or []) if pk)]))
+    if len(walk_ids) < 2:
+        return own if len(own) >= 2 else []
+    asserted = asserted_links(tenant_id, walk_ids)
+    steps = walk_back(anchor, Pool(tenant_id, walk_ids), asserted, joined_by_entities(tenant_id, walk_ids))
+    path = [pk for pk, _score in steps]
     if len(path) < 2:
         return own if len(own) >= 2 else []
+    texts = dict(MemoryItem.objects.filter(pk__in=path).values_list("pk", "content"))
+    scorer = get_scorer().name
     chain = []
     for cause, effect in itertools.pairwise(path):
-        chain.append(causes[effect][cause][1])
+        if (cause, effect) in asserted:
+            edge = asserted[(cause, effect)][1]
+            chain.append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue,
+                          "item_id": str(cause), "edge_id": edge.pk})  # fmt: skip
+        else:
+            chain.append({"cause": texts[cause], "effect": texts[effect], "cue": f"implicit ({scorer})",
+                          "item_id": str(cause), "edge_id": None})  # fmt: skip
     # The anchor's own asserted edges (the last effect is what was asked about) close the chain.
     return chain + own
 
@@ -257,7 +213,7 @@ def answer_from(
     kept = on_question(measured(tenant_id, question, facts))
     # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
     ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
-    chain = assemble_chain(tenant_id, kept)
+    chain = assemble_chain(tenant_id, kept, facts)
     entities = entities_among(tenant_id, ids)
     context = Context(
         question=question,

@@ -7,16 +7,22 @@ and ``answer``.
    pronouns and generic nouns never bridge), facts whose causal edge continues
    one of theirs (the stored span links), and the turns right before and after
    each seed in its session (a conversation's neighbourhood).
-2. **Graph**: items and their bridging entities, item -> entity weighted by the
-   entity's specificity, entity -> entity where two spans name the same thing
-   (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading bays" /
-   "the remaining bay"), item -> item along causal links and session adjacency.
-3. **Score**: personalized PageRank over that graph, restarting at the seeds in
-   proportion to their query relevance (cf. HippoRAG 2), fused with the dense and
-   lexical relevance: ``relevance + GRAPH_WEIGHT x ppr / max(ppr)`` where
-   ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical coverage``.
-   A fact two bridges away from the best match can so overtake one that is
-   merely similar to the question.
+2. **Graph**: items, their bridging entities and their sessions, item -> entity
+   weighted by the entity's specificity, entity -> entity where two spans name the
+   same thing (embedding cosine >= ``FEDMEM_ENTITY_SYNONYM_THRESHOLD``: "loading
+   bays" / "the remaining bay"), item -> item along causal links and term bridges,
+   item -> session node for the candidates written in one session.
+3. **Support**: personalized PageRank over that graph, restarting at the seeds in
+   proportion to their query relevance (cf. HippoRAG 2), solved exactly; a fact's
+   graph score is the mass it receives from the *other* restart nodes (its own
+   relevance echoing back through its own entities is no evidence). Fused with the
+   dense and lexical relevance: ``relevance + GRAPH_WEIGHT x support / max``
+   where ``relevance = DENSE_WEIGHT x cosine + (1 - DENSE_WEIGHT) x lexical``.
+4. **Chain**: the causes behind the best direct match, walked back one best cause
+   at a time (:mod:`memory.reasoning.chain`, the walk ``answer`` states), each gain
+   ``CHAIN_BONUS`` times its link score, and only a cause a stored span link
+   asserts may overtake the best direct match left. A root cause that shares no
+   word with the question can so rise above facts that are merely similar to it.
 
 Every read is inside ``view`` (visibility in SQL); the result says why each fact
 ranked: its signals, the bridges and links that reached it.
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -37,11 +44,16 @@ from django.db.models.expressions import RawSQL
 from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
+from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
 from memory.retrieval.lexical import bm25_rows, tenant_stats
 from memory.retrieval.specificity import bridge_weight
 
 SEED_POOL = 30
+# The best-ranked facts a chain may be walked back through.
+CHAIN_POOL = 50
+# What a place on that chain adds to a fact's score, times its link score (at most 1).
+CHAIN_BONUS = 0.5
 # Mentions read per bridging entity, and per entity when counting its facts.
 BRIDGES_PER_ENTITY = 20
 DF_CAP = 5000
@@ -75,9 +87,13 @@ class Ranked:
     path: list[dict[str, Any]] = field(default_factory=list)
     vector_rank: int | None = None
     keyword_rank: int | None = None
+    # On the causal chain walked back from the best match: its place (1: the nearest
+    # cause) and the score of its link to the fact after it.
+    chain: dict[str, Any] | None = None
 
     def why(self) -> dict[str, Any]:
         return {
+            "chain": self.chain,
             "score": round(self.score, 4),
             "relevance": round(self.relevance, 4),
             "similarity": round(self.similarity, 4),
@@ -240,7 +256,6 @@ def rank(
 
     # Edges of the subgraph, filled while expanding.
     causal: list[tuple[Any, Any, float]] = []
-    session: list[tuple[Any, Any]] = []
 
     def reached(pk: Any, parent: Any, kind: str, hop: int, step: dict[str, Any]) -> None:
         if pk not in reach and len(reach) < max_visited:
@@ -248,7 +263,6 @@ def rank(
             reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
 
     for a, b in _session_neighbours([h.item for h in hits]):
-        session.append((a, b))
         reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
@@ -313,6 +327,15 @@ def rank(
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
         index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
+    # Sessions as nodes: the facts one conversation (or one incident's notes) holds
+    # together, joined through one node so a long session does not make a clique.
+    sessions: dict[tuple[str, Any, str], list[Any]] = {}
+    for pk in ids:
+        if rows[pk].session_id:
+            sessions.setdefault(("session", rows[pk].agent_id, rows[pk].session_id), []).append(pk)
+    sessions = {key: members for key, members in sessions.items() if len(members) > 1}
+    for key in sessions:
+        index[key] = len(index)
     n = len(index)
 
     rel = np.zeros(n)
@@ -330,9 +353,17 @@ def rank(
             w = weights[entity_id][1]
             adjacency[index[item_id], index[entity_id]] += w
             adjacency[index[entity_id], index[item_id]] += w
+    mentioned_by: dict[int, set[Any]] = {}
+    for item_id, entity_id in all_mentions:
+        if entity_id in weights:
+            mentioned_by.setdefault(entity_id, set()).add(item_id)
+    synonym_pairs: set[tuple[Any, Any]] = set()
     for a, b, sim_ab in entity_synonyms(entity_ids):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
+        for x in mentioned_by.get(a, ()):
+            for y in mentioned_by.get(b, ()):
+                synonym_pairs |= {(x, y), (y, x)} if x != y else set()
     for a, b, score in causal:
         if a in index and b in index:
             adjacency[index[a], index[b]] += CAUSAL_WEIGHT * score
@@ -341,13 +372,14 @@ def rank(
         if a in index and b in index:
             adjacency[index[a], index[b]] += TERM_WEIGHT * coverage
             adjacency[index[b], index[a]] += TERM_WEIGHT * coverage
-    for a, b in session:
-        if a in index and b in index:
-            adjacency[index[a], index[b]] += SESSION_WEIGHT
-            adjacency[index[b], index[a]] += SESSION_WEIGHT
+    for key, members in sessions.items():
+        for pk in members:
+            adjacency[index[pk], index[key]] += SESSION_WEIGHT
+            adjacency[index[key], index[pk]] += SESSION_WEIGHT
     restart = _restart(rel, [index[pk] for pk in seeds if pk in index])
-    # The mass the walk carried (its restart share taken out): what the graph adds.
-    graph_score = personalized_pagerank(adjacency, restart) - (1 - DAMPING) * restart
+    # What the other seeds say of a fact: the walk's mass at it minus the share that
+    # started at the fact itself and came back (through its own entities, its session).
+    graph_score = support(adjacency, restart)
     top = max(float(graph_score[: len(ids)].max()), 1e-12)
 
     ranked = []
@@ -368,10 +400,55 @@ def rank(
     ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
     # The graph orders what follows the best direct match, never demotes it.
     best = max(ranked, key=lambda x: (x.relevance, -ranked.index(x)), default=None)
-    if best is not None:
-        ranked.remove(best)
-        ranked.insert(0, best)
-    return ranked[:limit]
+    if best is None:
+        return []
+    ranked.remove(best)
+    # Then the causes behind it, walked back one best cause at a time (the chain a
+    # why-question asks for), through the best-ranked facts of the neighbourhood.
+    pool = [best.item.pk, *(r.item.pk for r in ranked[:CHAIN_POOL])]
+    joined = {
+        (x, y) for e in entity_ids for x in mentioned_by.get(e, ()) for y in mentioned_by.get(e, ()) if x != y
+    }
+    asserted = asserted_links(tenant_id, pool)
+    steps = walk_back(best.item.pk, Pool(tenant_id, pool), asserted, joined | synonym_pairs)
+    by_pk = {r.item.pk: r for r in ranked}
+    sessions = {pk: (r.item.agent_id, r.item.session_id) for pk, r in by_pk.items() if r.item.session_id}
+    if best.item.session_id:
+        sessions[best.item.pk] = (best.item.agent_id, best.item.session_id)
+    # Each cause gains in proportion to the strength of its link. Unless a stored span
+    # link asserts it, a cause may not overtake the best direct match left: a walk
+    # through shared subjects and hub phrases can step into a similar story told
+    # elsewhere, and a fixed bonus then lifted its facts above good direct matches.
+    ceiling = ranked[0].score if ranked else 0.0
+    for position, ((pk, link), (effect, _next)) in enumerate(reversed(list(pairwise(steps))), start=1):
+        found = by_pk[pk]
+        basis = link_basis(pk, effect, asserted, joined, synonym_pairs, sessions)
+        found.chain = {"position": position, "link": round(link, 4), "basis": basis}
+        bonus = CHAIN_BONUS * min(link, 1.0)
+        if basis != "asserted":
+            bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
+        found.score += bonus
+    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    return [best, *ranked][:limit]
+
+
+def link_basis(
+    cause: Any,
+    effect: Any,
+    asserted: dict[tuple[Any, Any], Any],
+    joined: set[tuple[Any, Any]],
+    synonyms: set[tuple[Any, Any]],
+    sessions: dict[Any, Any],
+) -> str:
+    """What joins a chain step: a stored span link, a specific entity or synonym span,
+    one session, or only shared word stems."""
+    if (cause, effect) in asserted:
+        return "asserted"
+    if (cause, effect) in joined or (cause, effect) in synonyms:
+        return "entity"
+    if cause in sessions and sessions[cause] == sessions.get(effect):
+        return "session"
+    return "words"
 
 
 def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
@@ -382,6 +459,22 @@ def _restart(rel: np.ndarray, seed_rows: list[int]) -> np.ndarray:
     mass = np.exp((values - values.max()) / TEMPERATURE)
     p[seed_rows] = mass / mass.sum()
     return p
+
+
+def support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
+    """Per node, the personalized-PageRank mass it receives from every restart node but
+    itself: ``pi - restart * diag(M)`` with ``pi = restart @ M`` and ``M = (1 - d)(I - d
+    P)^-1`` solved exactly (the subgraph is a few hundred nodes). A seed's own
+    relevance flowing back to it through its entities is no evidence for it; the
+    mass that comes from *other* relevant facts is. A node without edges keeps its
+    mass (nothing flows out of it) and gets no support."""
+    out_weight = adjacency.sum(axis=1)
+    transition = np.divide(
+        adjacency, out_weight[:, None], out=np.zeros_like(adjacency), where=out_weight[:, None] > 0
+    )
+    n = len(restart)
+    m = (1 - DAMPING) * np.linalg.inv(np.eye(n) - DAMPING * transition)
+    return np.maximum(restart @ m - restart * np.diag(m), 0.0)
 
 
 def personalized_pagerank(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:

@@ -109,6 +109,19 @@ def test_pagerank_reaches_two_bridges_away_and_prefers_the_stronger_bridge():
     assert scores[0] > scores[1] > scores[2] > scores[3] > 0
 
 
+def test_support_counts_what_the_other_seeds_send_not_a_fact_echoing_itself():
+    # seeds 0 (strong) and 1 (weak) share entity 3; seed 2 only has its own entity 4.
+    a = np.zeros((5, 5))
+    for item, entity in [(0, 3), (1, 3), (2, 4)]:
+        a[item, entity] = a[entity, item] = 1
+    restart = np.array([0.6, 0.1, 0.3, 0.0, 0.0])
+    support = graphrank.support(a, restart)
+    plain = graphrank.personalized_pagerank(a, restart) - (1 - graphrank.DAMPING) * restart
+    assert plain[2] > 0  # the walk's mass at 2 is its own restart flowing back
+    assert support[2] == pytest.approx(0.0, abs=1e-9)  # nobody else vouches for it
+    assert support[1] > support[0] > 0  # 1 hears from the strong seed, 0 only from the weak one
+
+
 # --- implicit causal scorer -------------------------------------------------------------
 
 
@@ -175,7 +188,12 @@ def test_graph_moves_a_bridged_fact_into_the_top_and_says_why(access, depot):
     assert middle.pk not in plain  # vector + BM25 alone rank similar distractors above it
     assert middle.pk in ids  # the graph brings it into the top 3, pushing a similar fact out
     found = next(r for r in ranked if r.item.pk == middle.pk)
-    assert found.graph > 0.3 and found.relevance < min(r.relevance for r in ranked if r.item.pk != middle.pk)
+    assert found.graph > 0.3 and found.relevance < ranked[0].relevance
+    # The chain walked back from the best match: the middle is its nearest cause, the
+    # root (sharing no word with the question either) the next one back.
+    assert found.why()["chain"]["position"] == 1
+    root = next(r for r in _rank(access, query, top_k=10) if r.item.pk == depot[0].pk)
+    assert root.why()["chain"]["position"] == 2 and root.relevance < found.relevance
     assert set(found.why()) >= {"score", "relevance", "similarity", "lexical", "graph", "bridges", "links"}
 
 
@@ -227,3 +245,27 @@ def test_why_without_a_supported_chain_says_so_and_cites_what_it_used(access, wo
     assert body["chain"] == []
     assert body["answer"]["text"].startswith("No causal chain in memory explains this.")
     assert body["answer"]["citations"] == [str(only.pk)]
+
+
+def test_a_cause_not_asserted_by_a_span_link_stays_below_the_best_direct_match_left(access, depot):
+    ranked = _rank(access, "Why were the retailer's northern orders delayed?", top_k=10)
+    on_chain = [r for r in ranked[1:] if r.chain]
+    direct = [r for r in ranked[1:] if not r.chain]
+    assert on_chain and direct
+    assert all(r.chain["basis"] in {"asserted", "entity", "session", "words"} for r in on_chain)
+    # Without a stored span link a cause gains at most up to the best score of the rest
+    # before any bonus (the rank score is relevance + GRAPH_WEIGHT x graph until then).
+    ceiling = max(r.relevance + graphrank.GRAPH_WEIGHT * r.graph for r in ranked[1:])
+    weak = [r for r in on_chain if r.chain["basis"] != "asserted"]
+    assert weak, [r.chain for r in on_chain]
+    assert all(r.score <= ceiling + 1e-9 for r in weak)
+    assert any(r.score > r.relevance + graphrank.GRAPH_WEIGHT * r.graph for r in weak)  # some bonus was given
+    # The bonus is the link's strength times CHAIN_BONUS, never more.
+    assert all(
+        r.score
+        <= r.relevance
+        + graphrank.GRAPH_WEIGHT * r.graph
+        + graphrank.CHAIN_BONUS * min(r.chain["link"], 1.0)
+        + 1e-9
+        for r in on_chain
+    )

@@ -1,0 +1,253 @@
+"""The causal chain behind a fact, walked backwards one best cause at a time.
+
+From an *anchor* (for a why-question, the effect asked about) the walk asks, among a
+pool of facts, which one reads best as the cause of the current fact, steps to it,
+and repeats until no fact links well enough: that last fact is the root cause.
+Facts below the answer's relevance floor may be walked through as long as they link
+("The data center deployed a new GPU cluster." shares nothing with "Why did the
+release cycle shorten?" but is the root of its chain).
+
+A cause C of an effect E is scored (:func:`cause_score`):
+
+* **asserted**: a stored span link continues an edge of C into an edge of E (the
+  extractor matched a connective in both): ``1 + link score``;
+* **implicit**, for facts joined by a specific entity, a synonym span or a shared
+  word stem: the :mod:`memory.reasoning.implicit` scorer (C's embedding against E's
+  cause side, plus a bonus when C states a change), plus
+  - ``LINK_BONUS`` when C's *predicate* (what C says happened: the words outside its
+    subject, or its edge's effect span) names E's *cause side* (E's edge cause span,
+    or its subject): "The data center deployed a new GPU cluster" -> "The new GPU
+    cluster increased training throughput"; or when E restates two or more stems of
+    C's predicate ("trailers queued at the gate" -> "The trailers queued at the gate
+    delayed the orders");
+  - minus ``PARALLEL_PENALTY`` when C and E have the same subject and C's predicate
+    does not name E's cause side: two things said of one subject are siblings
+    ("The GPU cluster also raised the electricity bill"), not cause and effect;
+  - plus ``SESSION_BONUS`` when C was written in E's session.
+
+A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
+not score clearly higher. Everything here reads rows; nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from memory.models import CausalEdge, MemoryItem, SpanLink
+
+FLOOR = 0.6
+# A chain is as strong as its links: a further cause scoring below this share of the
+# link just taken is where the evidence falls off, and the walk stops there.
+FALL_OFF = 0.75
+LINK_BONUS = 0.15
+PARALLEL_PENALTY = 0.25
+# Facts written in one session are about one matter: a cause from the effect's own
+# session is likelier than an equally similar one from elsewhere.
+SESSION_BONUS = 0.1
+# The reverse reading must not beat the forward one by more than this.
+REVERSE_MARGIN = 0.05
+MAX_FACTS = 6
+
+_WORD = re.compile(r"\w+")
+_STOP = {
+    "the", "a", "an", "and", "or", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as",
+    "is", "are", "was", "were", "be", "been", "its", "their", "his", "her", "also", "that", "this",
+    "which", "who", "into", "after", "before", "than", "then", "when", "while", "because", "due",
+    "led", "lead", "leads", "caused", "cause", "causes", "resulted", "result", "made", "makes",
+}  # fmt: skip
+
+
+def stems(words: Any) -> frozenset[str]:
+    """Crude, language-blind stems (the first five letters of a content word), so
+    "throttles" meets "throttling" and "delayed" meets "delay"."""
+    out = set()
+    for word in words:
+        w = word.lower()
+        if len(w) >= 3 and w not in _STOP and not w.isdigit():
+            # A plural meets its singular ("bays" / "bay") before the cut.
+            out.add((w[:-1] if len(w) > 3 and w.endswith("s") else w)[:5])
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the walk reads of one fact."""
+
+    pk: Any
+    text: str
+    vector: Any
+    cause_vector: Any  # the cause span of an edge the fact asserts, or None
+    changes: bool
+    subject: str  # lemma of the main clause's subject head ("" when none was parsed)
+    predicate: frozenset[str]  # stems of what the fact says happened
+    cause_side: frozenset[str]  # stems of what the fact names as its cause or subject
+    words: frozenset[str]
+    session: Any  # (agent, session id), or None
+
+
+def _subject(doc: Any) -> Any:
+    for token in doc:
+        if token.dep_ in ("nsubj", "nsubjpass") and token.head.dep_ == "ROOT":
+            return token
+    return None
+
+
+class Pool:
+    """The facts a walk may step through: text and embedding read at once, the parse
+    (subject, predicate) only for the facts a step actually weighs."""
+
+    def __init__(self, tenant_id: Any, ids: list[Any]) -> None:
+        rows = MemoryItem.objects.filter(pk__in=ids).values_list(
+            "pk", "content", "embedding", "agent_id", "session_id"
+        )
+        self.rows = {pk: (content, vector) for pk, content, vector, _a, _s in rows}
+        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session in rows if session}
+        self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
+        self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
+        self.terms = _specific_terms(tenant_id, self.ids)
+        self.edges: dict[Any, CausalEdge] = {}
+        for edge in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=self.ids).order_by("id"):
+            self.edges.setdefault(edge.item_id, edge)
+        self._profiles: dict[Any, Profile] = {}
+
+    def profiles(self, pks: list[Any]) -> dict[Any, Profile]:
+        from memory.extraction.nlp import parse
+        from memory.reasoning.implicit import states_change
+
+        missing = [pk for pk in pks if pk not in self._profiles]
+        for pk, doc in zip(missing, parse([self.rows[pk][0] for pk in missing]), strict=True):
+            text, vector = self.rows[pk]
+            head = _subject(doc)
+            subtree = {t.i for t in head.subtree} if head is not None else set()
+            edge = self.edges.get(pk)
+            predicate = stems(t.text for t in doc if t.i not in subtree)
+            if edge is not None:
+                predicate |= stems(_WORD.findall(edge.effect))
+                cause_side = stems(_WORD.findall(edge.cause))
+            else:
+                cause_side = stems(t.text for t in doc if t.i in subtree)
+            self._profiles[pk] = Profile(
+                pk=pk, text=text, vector=vector,
+                cause_vector=edge.cause_embedding if edge is not None else None,
+                changes=states_change(doc), subject=head.lemma_.lower() if head is not None else "",
+                predicate=predicate, cause_side=cause_side, words=self.words[pk],
+                session=self.sessions.get(pk),
+            )  # fmt: skip
+        return {pk: self._profiles[pk] for pk in pks}
+
+
+def _specific_terms(tenant_id: Any, ids: list[Any]) -> dict[Any, frozenset[str]]:
+    """Per fact, its stored full-text lexemes that are not hubs of the tenant (the same
+    rule as entity bridges: named by at most max(HUB_FLOOR, HUB_SHARE x N) items)."""
+    from memory.retrieval.lexical import tenant_stats
+    from memory.retrieval.specificity import HUB_FLOOR, HUB_SHARE
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, m.text_language, l.lexeme FROM memory_item m "
+            "CROSS JOIN LATERAL unnest(m.search_vector) AS l WHERE m.id = ANY(%s::uuid[])",
+            [list(ids)],
+        )
+        rows = cursor.fetchall()
+    # Document frequencies are kept per (language, lexeme): a stem means something
+    # only in the configuration that produced it.
+    stats = tenant_stats(tenant_id, sorted({(lang, lexeme) for _pk, lang, lexeme in rows}))
+    cap = max(HUB_FLOOR, HUB_SHARE * stats.documents)
+    out: dict[Any, set[str]] = {pk: set() for pk in ids}
+    for pk, lang, lexeme in rows:
+        if 0 < stats.df.get((lang, lexeme), 0) <= cap and not lexeme.isdigit():
+            out[pk].add(lexeme)
+    return {pk: frozenset(terms) for pk, terms in out.items()}
+
+
+def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tuple[float, CausalEdge]]:
+    """(cause item, effect item) -> (1 + link score, the cause item's edge) along stored
+    span links between the facts' edges."""
+    edges = {e.pk: e for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids)}
+    out: dict[tuple[Any, Any], tuple[float, CausalEdge]] = {}
+    if not edges:
+        return out
+    for source, target, score in SpanLink.objects.filter(
+        tenant_id=tenant_id, source_id__in=edges, target_id__in=edges
+    ).values_list("source_id", "target_id", "score"):
+        a, b = edges[source], edges[target]
+        if a.item_id != b.item_id:
+            key = (a.item_id, b.item_id)
+            if key not in out or out[key][0] < 1.0 + score:
+                out[key] = (1.0 + score, a)
+    return out
+
+
+def _implicit(cause: Profile, effect: Profile) -> float:
+    from memory.reasoning.implicit import Side, get_scorer
+
+    base = get_scorer().score(
+        Side(cause.text, cause.vector, cause.cause_vector, cause.changes),
+        Side(effect.text, effect.vector, effect.cause_vector, effect.changes),
+    )
+    # C's predicate names E's cause side, or E restates it (two stems or more: "trailers
+    # queued at the gate" -> "The trailers queued at the gate delayed the orders").
+    linked = bool(cause.predicate & effect.cause_side) or len(cause.predicate & effect.words) >= 2
+    if cause.session is not None and cause.session == effect.session:
+        base += SESSION_BONUS
+    if linked:
+        base += LINK_BONUS
+    elif cause.subject and cause.subject == effect.subject:
+        base -= PARALLEL_PENALTY
+    return base
+
+
+def cause_score(
+    cause: Profile,
+    effect: Profile,
+    asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
+    joined: set[tuple[Any, Any]],
+) -> float:
+    """How well ``cause`` reads as the cause of ``effect`` (0 when they are not joined)."""
+    if (cause.pk, effect.pk) in asserted:
+        return asserted[(cause.pk, effect.pk)][0]
+    forward = _implicit(cause, effect)
+    if forward < FLOOR or (effect.pk, cause.pk) in asserted:
+        return 0.0
+    if _implicit(effect, cause) > forward + REVERSE_MARGIN:
+        return 0.0
+    return forward
+
+
+def walk_back(
+    anchor: Any,
+    pool: Pool,
+    asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
+    joined: set[tuple[Any, Any]],
+    max_facts: int = MAX_FACTS,
+) -> list[tuple[Any, float]]:
+    """[(fact, score of its link to the next one)] from the root to the anchor (0)."""
+    path = [(anchor, 0.0)]
+    at = anchor
+    seen = {anchor}
+    while len(path) < max_facts:
+        # Only facts joined to the current one are weighed (and parsed).
+        near = [
+            pk for pk in pool.ids
+            if pk not in seen
+            and ((pk, at) in asserted or (pk, at) in joined or pool.terms[pk] & pool.terms[at])
+        ]  # fmt: skip
+        if not near:
+            break
+        profiles = pool.profiles([at, *near])
+        best, best_score = None, 0.0
+        for pk in near:
+            score = cause_score(profiles[pk], profiles[at], asserted, joined)
+            if score > best_score:
+                best, best_score = pk, score
+        # An asserted link (score above 1) sets no bar for the implicit one before it.
+        if best is None or (len(path) > 1 and best_score < FALL_OFF * path[-1][1] <= FALL_OFF):
+            break
+        path.append((best, best_score))
+        seen.add(best)
+        at = best
+    return path[::-1]
