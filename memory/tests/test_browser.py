@@ -69,9 +69,15 @@ def test_search_memories(page, world, story):
 
 
 def click_node(page, node_id: str) -> None:
+    # The canvas reaches below the fold of the test viewport, and a mouse click lands in
+    # viewport coordinates: bring the graph to the top of the viewport first.
+    page.locator("#graph").evaluate("el => el.scrollIntoView({block: 'start'})")
     box = page.locator("#graph").bounding_box()
     pos = page.evaluate(f"() => window.fedmemGraph.getElementById('{node_id}').renderedPosition()")
-    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    x, y = box["x"] + pos["x"], box["y"] + pos["y"]
+    view = page.viewport_size
+    assert 0 <= x < view["width"] and 0 <= y < view["height"], (x, y, view)
+    page.mouse.click(x, y)
 
 
 def test_graph_expand_a_node_and_move_the_as_of_slider(page, world, story):
