@@ -26,8 +26,7 @@ from rest_framework import exceptions
 
 from core.errors import error_body
 from fedmem_mcp.server import build_server, release_connections
-from governance.authentication import BearerKeyAuthentication, authenticate_bearer
-from governance.permissions import AgentPrincipal
+from governance.authentication import BearerKeyAuthentication, authenticate_bearer, key_principal
 
 PATH = "/mcp"
 SCOPE_KEY = "fedmem.caller"
@@ -41,8 +40,7 @@ def authenticate_key(raw: str, address: str = "unknown") -> tuple[Any, Any]:
     release_connections()
     try:
         key = authenticate_bearer(raw, address=address)
-        principal = AgentPrincipal(key.agent, key) if key.agent_id else key.user
-        return principal, key
+        return key_principal(key), key
     finally:
         release_connections()
 

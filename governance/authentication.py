@@ -105,6 +105,19 @@ def _reset_on_login(sender: Any, request: Any, user: Any, **kw: Any) -> None:
     lockout_reset(account=user.get_username())
 
 
+def key_principal(key: ApiKey) -> Any:
+    """Who acts with this key: its agent, or its user confined to the key's tenant.
+
+    Every surface that takes a key (REST, MCP over HTTP and stdio) asks here, so a
+    personal key acts only in the tenant it was created in, whatever else its user
+    belongs to (a console session keeps the tenant switcher).
+    """
+    if key.agent_id:
+        return AgentPrincipal(key.agent, key)
+    bind_to_tenant(key.user, key.tenant_id)
+    return key.user
+
+
 class BearerKeyAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
@@ -120,12 +133,7 @@ class BearerKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid Authorization header; use 'Bearer <key>'.")
         key = authenticate_bearer(raw, address=client_address(request))
         request._request.tenant = key.tenant
-        if key.agent_id:
-            return AgentPrincipal(key.agent, key), key  # type: ignore[arg-type]
-        # A personal key acts only in the tenant it was created in, whatever else
-        # its user belongs to (a console session keeps the tenant switcher).
-        bind_to_tenant(key.user, key.tenant_id)
-        return key.user, key
+        return key_principal(key), key
 
     def authenticate_header(self, request: Any) -> str:
         return 'Bearer realm="fedmem"'

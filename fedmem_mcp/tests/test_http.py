@@ -15,7 +15,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import bearer
-from governance.models import ApiKey
+from governance.models import ApiKey, Role
 from governance.tests import factories as f
 from memory.enforcement import system_access
 from memory.models import Dataset, MemoryItem
@@ -201,6 +201,21 @@ def test_access_is_the_rest_gate(world, asgi_server, as_user):
     }
     ok(owner.call("remember", agent_id=str(world.agent.pk), content="Owner's fact", scope="agent"))
     assert MemoryItem.objects.get().content == "Owner's fact"
+
+
+def test_a_personal_key_acts_over_mcp_only_in_the_tenant_it_was_made_in(world, asgi_server):
+    # An auditor here, tenant admin of the other tenant: a key made here must not carry
+    # the other tenant's role, over MCP as over REST.
+    user = f.member(world.tenant, Role.AUDITOR, username="dual")
+    f.MembershipFactory(user=user, tenant=world.other_tenant, role=Role.TENANT_ADMIN)
+    here = Mcp(asgi_server.url, f.user_key(user, world.tenant))
+    refused = here.call("remember", agent_id=str(world.foreign_agent.pk), content="Planted", scope="agent")
+    assert error(refused)["code"] == "agent_not_found"
+    assert not MemoryItem.objects.filter(content="Planted").exists()
+    # The same user with a key of the other tenant acts there.
+    there = Mcp(asgi_server.url, f.user_key(user, world.other_tenant))
+    ok(there.call("remember", agent_id=str(world.foreign_agent.pk), content="Admin's fact", scope="agent"))
+    assert MemoryItem.objects.filter(agent=world.foreign_agent, content="Admin's fact").count() == 1
 
 
 def test_anonymous_and_bad_keys_get_401_before_any_mcp(world, asgi_server):
