@@ -15,7 +15,10 @@ class MemoryConfig(AppConfig):
         from memory.erasure import check_erasable_datasets, erase_subject_memory
         from memory.models import EMBEDDING_DIMENSIONS
         from memory.services.demo import memory_demo_seed
+        from memory.services.knowledge import erase_subject_ingests
 
+        # Queued ingests first: a batch being stored commits before the memory deleter reads.
+        register_subject_deleter("knowledge_ingests", erase_subject_ingests)
         register_subject_deleter("memory", erase_subject_memory)
         register_dataset_checker("memory", check_erasable_datasets)
         register_demo_memory_seeder(memory_demo_seed)

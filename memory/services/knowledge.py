@@ -11,11 +11,13 @@ instead, through the providers router, and only the dataset row stays here.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
@@ -31,7 +33,7 @@ from core.errors import (
 from core.tasks import enqueue_on_commit
 from core.vocabulary import Classification, Kind, RecordKind, Scope
 from governance.models import Job
-from governance.services.audit import audit_record
+from governance.services.audit import audit_record, subject_hash
 from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
@@ -338,6 +340,106 @@ def _ingest_job(
     return IngestOutcome(dataset=dataset, created=created, engine=engines.BUILTIN, chunks=chunks, job=job)
 
 
+class IngestCancelled(Exception):
+    """The ingest's job was finished by someone else (an erasure) while it ran."""
+
+
+_INGEST_LOCK = 0x6B6E  # advisory lock namespace of ingest jobs ("kn")
+
+
+@contextmanager
+def _ingest_lock(job_id: Any) -> Iterator[None]:
+    """A session-level advisory lock on one ingest job, across the batch's own
+    transactions (the batch write must open its transaction itself)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [_INGEST_LOCK, str(job_id)])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INGEST_LOCK, str(job_id)])
+
+
+def erase_subject_ingests(target: Any) -> Any:
+    """Erasure deleter: a large ingest still waiting for (or in) the worker keeps its
+    texts and subject in its job row. An erasure of that subject, or of the ingest's
+    dataset, cancels it and drops the texts — unless a hold covers what the ingest
+    would store. Registered before the memory deleter, so a batch the worker is
+    storing right now commits first and is erased with the rest."""
+    from governance.models import LegalHold
+    from governance.services.erasure import DeleterResult
+
+    cover = Q()
+    if target.subject:
+        cover |= Q(result__pending__fields__user_id=target.subject)
+    named: dict[int, str] = {}
+    if target.datasets:
+        named = dict(
+            Dataset.objects.filter(tenant_id=target.tenant_id, name__in=target.datasets).values_list(
+                "pk", "name"
+            )
+        )
+        cover |= Q(result__pending__dataset__in=list(named))
+    if not cover:
+        return DeleterResult()
+    jobs = Job.objects.select_for_update().filter(
+        cover,
+        tenant_id=target.tenant_id,
+        kind=INGEST_JOB,
+        status__in=(Job.Status.QUEUED, Job.Status.RUNNING),
+    )
+    if target.agent_id:
+        jobs = jobs.filter(result__pending__agent=str(target.agent_id))
+    holds = Holds(target.tenant_id)
+    cancelled = kept = flagged = 0
+    by_hold: dict[str, int] = {}
+    for job in jobs:
+        # Wait for a batch the worker is storing now (it holds this lock for the batch).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_INGEST_LOCK, str(job.pk)])
+        pending = job.result["pending"]
+        fields = pending["fields"]
+        dataset_name = (
+            named.get(pending["dataset"])
+            or Dataset.objects.filter(pk=pending["dataset"]).values_list("name", flat=True).first()
+        )
+        subject = subject_hash(fields["user_id"]) if fields.get("user_id") else None
+        covering = [
+            h
+            for h in holds.holds
+            if (h.target == LegalHold.Target.SUBJECT and subject is not None and h.subject == subject)
+            or (h.target == LegalHold.Target.AGENT and str(h.agent_id) == pending["agent"])
+            or (h.target == LegalHold.Target.DATASET and h.dataset == dataset_name)
+            or (h.target == LegalHold.Target.SCOPE and h.scope == fields.get("scope"))
+        ]
+        if covering or fields.get("legal_hold"):
+            kept += 1
+            flagged += 0 if covering else 1
+            for hold in covering:
+                by_hold[str(hold.pk)] = by_hold.get(str(hold.pk), 0) + 1
+            continue
+        job_finish(
+            job,
+            result={"dataset_id": dataset_name, "erased": True},
+            error="Cancelled: an erasure covers this ingest; its texts were dropped.",
+        )
+        cancelled += 1
+    held = (
+        [
+            {
+                "table": "governance_job",
+                "count": kept,
+                "holds": sorted(by_hold),
+                "by_hold": by_hold,
+                "flagged": flagged,
+            }
+        ]
+        if kept
+        else []
+    )
+    return DeleterResult(counts={"governance_job": cancelled} if cancelled else {}, held=held)
+
+
 def knowledge_ingest_run(*, job_id: Any) -> Job | None:
     """The worker side of a large ingest. Each batch of chunks commits on its own
     (progress shows); a redelivered or repeated job stores nothing twice, since a
@@ -360,14 +462,41 @@ def knowledge_ingest_run(*, job_id: Any) -> Job | None:
         outcome = IngestOutcome(dataset=dataset, created=False, engine=engines.BUILTIN)
 
         def progress(done: int) -> None:
-            Job.objects.filter(pk=job.pk).update(progress=done, message=f"{dataset.name}: {done} chunks")
+            Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
+                progress=done, message=f"{dataset.name}: {done} chunks"
+            )
 
-        _store_chunks(access, dataset, pending["texts"], outcome, progress=progress, **pending["fields"])
+        @contextmanager
+        def still_running() -> Iterator[None]:
+            # Each batch runs under the job's advisory lock and only while the job is
+            # running: an erasure that cancels this ingest (erase_subject_ingests) waits
+            # for the batch in flight, which its memory deleter then erases with the
+            # rest, and no batch follows.
+            with _ingest_lock(job.pk):
+                if (
+                    Job.objects.filter(pk=job.pk).values_list("status", flat=True).first()
+                    != Job.Status.RUNNING
+                ):
+                    raise IngestCancelled
+                yield
+
+        _store_chunks(
+            access,
+            dataset,
+            pending["texts"],
+            outcome,
+            progress=progress,
+            batch_guard=still_running,
+            **pending["fields"],
+        )
         _count_documents(dataset, outcome.documents, pending["fields"]["legal_hold"])
         graph = None
         if pending["build_graph"]:
             with transaction.atomic():
                 graph = _graph_job(access, [dataset], None)
+    except IngestCancelled:  # finished by whoever cancelled it, with their reason
+        job.refresh_from_db()
+        return job
     except Exception as exc:  # the job records the failure; chunks stored so far stay
         return job_finish(
             job,
@@ -394,6 +523,7 @@ def _store_chunks(
     texts: list[str],
     outcome: IngestOutcome,
     progress: Any = None,
+    batch_guard: Any = None,
     **fields: Any,
 ) -> None:
     base = MemoryDraft(
@@ -423,9 +553,12 @@ def _store_chunks(
     outcome.chunks = len(drafts)
     results: list[BatchResult] = []
     for start in range(0, len(drafts), MAX_BATCH):
-        results.extend(
-            memory_remember_batch(access=access, drafts=drafts[start : start + MAX_BATCH], via="knowledge")
-        )
+        with batch_guard() if batch_guard is not None else nullcontext():
+            results.extend(
+                memory_remember_batch(
+                    access=access, drafts=drafts[start : start + MAX_BATCH], via="knowledge"
+                )
+            )
         if progress is not None:
             progress(len(results))
     # A text counts once its first chunk is stored: a re-ingest answered entirely by

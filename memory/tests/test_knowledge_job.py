@@ -123,3 +123,97 @@ def test_the_console_shows_the_ingest_job_with_its_progress(world, as_user, clie
     done = client.get(f"/jobs/{job_id}/", HTTP_HX_REQUEST="true")
     assert f'value="{job.total}"'.encode() in done.content and b"every 1s" not in done.content
     assert b"knowledge_ingest" in client.get("/").content
+
+
+def _erase(world, subject: str = "", datasets: list[str] | None = None):
+    from governance.services.erasure import erasure_request_create, erasure_run
+
+    request = erasure_request_create(
+        tenant=world.tenant,
+        actor=world.officer,
+        subject=subject,
+        scope="tenant",
+        reason="GDPR art. 17",
+        **({"datasets": datasets} if datasets else {}),
+    )
+    return erasure_run(request_id=request.pk)
+
+
+@pytest.mark.parametrize("by", ["subject", "dataset"])
+def test_an_erasure_cancels_a_queued_ingest_it_covers_and_drops_its_texts(world, as_user, small_bound, by):
+    from memory.tests.test_reliability_holds import canary_hits
+
+    canary = f"canary{os.urandom(5).hex()}"
+    subject = f"cust-{canary}"
+    texts = [t + f" Contact {canary}." for t in _texts()]
+    body = (
+        as_user(world.owner)
+        .post(url(world.agent), {"texts": texts, "dataset_id": "drills", "user_id": subject}, format="json")
+        .json()
+    )
+    assert canary_hits(canary)  # waiting in the job row
+    request = _erase(world, subject=subject) if by == "subject" else _erase(world, datasets=["drills"])
+    assert request.status == "completed"
+    assert request.certificate["deleted"].get("governance_job") == 1
+    assert canary_hits(canary) == {}
+    job = Job.objects.get(pk=body["job"]["id"])
+    assert job.status == "failed" and "erasure" in job.error
+    # The worker, when the message arrives, finds the job finished and stores nothing.
+    assert knowledge_ingest_run(job_id=job.pk) is None
+    assert not MemoryItem.objects.filter(dataset__name="drills").exists()
+
+
+def test_a_held_subjects_queued_ingest_outlives_the_erasure_and_the_certificate_says_why(
+    world, as_user, small_bound
+):
+    from governance.services.holds import legal_hold_place
+
+    hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="subject", subject="cust-held", reason="litigation"
+    )
+    body = (
+        as_user(world.owner)
+        .post(
+            url(world.agent),
+            {"texts": _texts(), "dataset_id": "drills", "user_id": "cust-held"},
+            format="json",
+        )
+        .json()
+    )
+    request = _erase(world, subject="cust-held")
+    assert "governance_job" not in request.certificate["deleted"]
+    kept = [h for h in request.certificate["held"] if h["table"] == "governance_job"]
+    assert kept and kept[0]["by_hold"] == {str(hold.pk): 1}
+    job = knowledge_ingest_run(job_id=body["job"]["id"])
+    assert job.status == "succeeded" and job.result["stored"] == body["chunks"]
+
+
+def test_an_ingest_cancelled_while_it_runs_stores_no_further_batch(world, as_user, small_bound, monkeypatch):
+    # The erasure lands between two batches: the worker sees it under the job row's
+    # lock before the next batch and stops, leaving the job as the erasure finished it.
+    from memory.services import knowledge
+
+    monkeypatch.setattr(knowledge, "MAX_BATCH", 2)
+    body = (
+        as_user(world.owner)
+        .post(
+            url(world.agent), {"texts": _texts(), "dataset_id": "drills", "user_id": "cust-7"}, format="json"
+        )
+        .json()
+    )
+    assert body["chunks"] > 2
+    real = knowledge.memory_remember_batch
+    calls = []
+
+    def batch_then_erase(**kwargs):
+        out = real(**kwargs)
+        calls.append(len(out))
+        if len(calls) == 1:
+            _erase(world, subject="cust-7")
+        return out
+
+    monkeypatch.setattr(knowledge, "memory_remember_batch", batch_then_erase)
+    job = knowledge_ingest_run(job_id=body["job"]["id"])
+    assert len(calls) == 1
+    assert job.status == "failed" and "erasure" in job.error
+    assert not MemoryItem.objects.filter(user_id="cust-7").exists()
