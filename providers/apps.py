@@ -45,9 +45,9 @@ class ProvidersConfig(AppConfig):
     verbose_name = "Memory providers"
 
     def ready(self) -> None:
-        from governance.services.erasure import register_engine_forgetter
+        from governance.services.erasure import register_engine_forgetter, register_subject_deleter
         from providers.builtin import builtin_source
-        from providers.erasure import forget_subject_in_engines
+        from providers.erasure import erase_subject_writes, forget_subject_in_engines
         from providers.federation import register_builtin_source
 
         register_builtin_source(builtin_source)
@@ -59,4 +59,5 @@ class ProvidersConfig(AppConfig):
 
         register_synthesizer_resolver(resolve_synthesizer)
         register_router(routing.ROUTER)
+        register_subject_deleter("provider_writes", erase_subject_writes)
         register_engine_forgetter("providers", forget_subject_in_engines)

@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from governance.models import Agent, Tenant
-from governance.services.erasure import ErasureTarget
+from governance.services.erasure import DeleterResult, ErasureTarget
 from memory.holds import audit_blocked, holds_covering_subject
 from providers.adapters.base import AdapterError, MemoryAdapter, OperationContext, WriteResult
 from providers.models import EngineInstance, ProviderWrite
@@ -151,3 +151,54 @@ def forget_subject_in_engines(target: ErasureTarget) -> list[dict[str, Any]]:
         except AdapterError as exc:
             statuses.append({**status, "status": "failed", "detail": exc.reason})
     return statuses
+
+
+def erase_subject_writes(target: ErasureTarget) -> DeleterResult:
+    """Erasure deleter: a followed write names its subject in clear while the provider
+    works on it. The subject's erasure ends that: a write still queued is failed (the
+    engines' forget that follows covers its records) and every one keeps the subject
+    only as its keyed hash. A hold on the subject or agent keeps the write as it is.
+    The erasure's own forgets are recorded after this and seal themselves when they
+    settle (:func:`providers.settlement.sealed_scope`)."""
+    from django.utils import timezone
+
+    from providers.settlement import sealed_scope
+
+    if not target.subject:
+        return DeleterResult()
+    writes = ProviderWrite.objects.select_for_update().filter(
+        tenant_id=target.tenant_id, scope__user_id=target.subject
+    )
+    if target.agent_id:
+        writes = writes.filter(agent_id=target.agent_id)
+    sealed, kept = 0, 0
+    by_hold: dict[str, int] = {}
+    for write in writes:
+        holds = holds_covering_subject(target.tenant_id, subject=target.subject, agent_id=write.agent_id)
+        if holds:
+            kept += 1
+            for hold in holds:
+                by_hold[str(hold.pk)] = by_hold.get(str(hold.pk), 0) + 1
+            continue
+        if write.status == ProviderWrite.Status.QUEUED:
+            write.status = ProviderWrite.Status.FAILED
+            write.reason = "The subject was erased; the engines were asked to forget their records."
+            write.settled_at = timezone.now()
+            write.next_check_at = None
+        write.scope = sealed_scope(write.scope)
+        write.save(update_fields=["status", "reason", "settled_at", "next_check_at", "scope", "updated_at"])
+        sealed += 1
+    held = (
+        [
+            {
+                "table": "providers_providerwrite",
+                "count": kept,
+                "holds": sorted(by_hold),
+                "by_hold": by_hold,
+                "flagged": 0,
+            }
+        ]
+        if kept
+        else []
+    )
+    return DeleterResult(counts={"providers_providerwrite": sealed} if sealed else {}, held=held)

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
 from governance.models import Agent, Tenant
+from governance.services.audit import subject_hash
 from providers.adapters.base import AdapterError, OperationContext, Settlement, WriteResult
 from providers.models import EngineInstance, ProviderWrite
 
@@ -85,6 +86,15 @@ def _context(write: ProviderWrite) -> OperationContext:
     )
 
 
+def sealed_scope(scope: dict[str, Any]) -> dict[str, Any]:
+    """The scope a write keeps once it has its final answer: nothing is asked any more,
+    so the subject stays only as its keyed hash (an erasure leaves it nowhere in clear)."""
+    user = scope.get("user_id")
+    if not user:
+        return scope
+    return {**scope, "user_id": None, "subject_hash": subject_hash(user)}
+
+
 def _apply(write: ProviderWrite, outcome: Settlement) -> None:
     write.attempts += 1
     write.detail = {**write.detail, **outcome.to_dict()["detail"]}
@@ -93,6 +103,7 @@ def _apply(write: ProviderWrite, outcome: Settlement) -> None:
             write.status = ProviderWrite.Status.FAILED
             write.reason = f"The provider had not settled the write after {write.attempts} checks."
             write.settled_at = timezone.now()
+            write.scope = sealed_scope(write.scope)
         else:
             write.next_check_at = timezone.now() + _delay(write.attempts)
         return
@@ -102,6 +113,7 @@ def _apply(write: ProviderWrite, outcome: Settlement) -> None:
         write.external_ids = outcome.external_ids
     write.settled_at = timezone.now()
     write.next_check_at = None
+    write.scope = sealed_scope(write.scope)
 
 
 def _dataset_follow(write: ProviderWrite) -> None:

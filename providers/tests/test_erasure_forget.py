@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
+
 from governance.models import AuditEvent
+from governance.services.audit import subject_hash
 from governance.services.erasure import erasure_request_create, erasure_run
 from governance.services.holds import legal_hold_place
+from memory.tests.test_reliability_holds import canary_hits
+from providers.models import ProviderWrite
 from providers.tests.engines import custom_engine, declare
 
 RECORDS = [
@@ -80,9 +85,57 @@ def test_a_provider_that_forgets_in_the_background_is_waited_for(world, settings
         assert engine["status"] == "forgotten" and engine["forgotten"] == 1
         assert engine["writes"][0]["status"] == "settled"
         assert zep.users == {}
-        assert ProviderWrite.objects.get(pk=engine["writes"][0]["id"]).operation == "forget"
+        forget = ProviderWrite.objects.get(pk=engine["writes"][0]["id"])
+        assert forget.operation == "forget"
+        # Settled: the subject stays only as its keyed hash, nowhere in clear.
+        assert forget.scope["user_id"] is None and forget.scope["subject_hash"] == subject_hash("jane")
+        assert canary_hits("jane") == {}
     finally:
         zep.stop()
+
+
+def _write(world, engine, *, user_id: str, status: str = "queued") -> ProviderWrite:
+    return ProviderWrite.objects.create(
+        id=uuid.uuid4(),
+        tenant=world.tenant,
+        agent=world.agent,
+        engine=engine,
+        operation="remember",
+        status=status,
+        handle={"event_id": "ev-1"},
+        scope={"user_id": user_id, "session_id": None},
+    )
+
+
+def test_the_subjects_followed_writes_are_closed_and_keep_only_the_hash(world, local_server):
+    engine = declare("crm", custom_engine(RECORDS, server=local_server()).url)
+    queued = _write(world, engine, user_id="jane")
+    settled = _write(world, engine, user_id="jane", status="settled")
+    other = _write(world, engine, user_id="john")
+    certificate = _erase(world).certificate
+    assert certificate["deleted"]["providers_providerwrite"] == 2
+    queued.refresh_from_db()
+    assert queued.status == "failed" and "erased" in queued.reason and queued.next_check_at is None
+    for write in (queued, settled):
+        write.refresh_from_db()
+        assert write.scope == {"user_id": None, "session_id": None, "subject_hash": subject_hash("jane")}
+    other.refresh_from_db()
+    assert other.status == "queued" and other.scope["user_id"] == "john"
+    assert canary_hits("jane") == {}
+
+
+def test_a_hold_on_the_subject_keeps_its_followed_writes_as_they_are(world, local_server):
+    engine = declare("crm", custom_engine(RECORDS, server=local_server()).url)
+    queued = _write(world, engine, user_id="jane")
+    hold = legal_hold_place(
+        tenant=world.tenant, actor=world.officer, target="subject", subject="jane", reason="r"
+    )
+    certificate = _erase(world).certificate
+    assert "providers_providerwrite" not in certificate["deleted"]
+    (kept,) = [h for h in certificate["held"] if h["table"] == "providers_providerwrite"]
+    assert kept["by_hold"] == {str(hold.pk): 1}
+    queued.refresh_from_db()
+    assert queued.status == "queued" and queued.scope["user_id"] == "jane"
 
 
 def test_a_forget_the_provider_fails_is_issued_again_and_its_reason_recorded(world, settings, monkeypatch):
