@@ -251,12 +251,15 @@ def worker_factory(django_db_setup, django_db_blocker, tmp_path_factory):
             stderr=subprocess.STDOUT,
         )
         proc.log_path = log  # type: ignore[attr-defined]
-        deadline = time.monotonic() + 120
+        # Tracked before it is ready: a worker that is slow to start (a loaded machine)
+        # and left running would take later tests' messages with this test's settings.
+        started.append(proc)
+        deadline = time.monotonic() + 300
         while "ready." not in log.read_text():
             if proc.poll() is not None or time.monotonic() > deadline:
+                stop_all()
                 raise RuntimeError(f"worker did not start:\n{log.read_text()}")
             time.sleep(0.2)
-        started.append(proc)
         return proc
 
     yield start
