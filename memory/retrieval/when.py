@@ -60,7 +60,7 @@ _PATTERNS = [
 _RELATIVE = re.compile(r"\b(today|yesterday|(?:last|this|past) (?:week|month|year))\b", re.IGNORECASE)
 # Words before which "May" is a month, not the verb.
 _MAY_BEFORE = re.compile(
-    r"(?:\b(?:in|on|of|during|since|until|till|from|by|early|late|mid|last|next|this|through)\s+|-)$",
+    r"(?:\b(?:in|on|of|for|during|since|until|till|from|by|early|late|mid|last|next|this|through)\s+|-)$",
     re.IGNORECASE,
 )
 
