@@ -253,3 +253,18 @@ def test_recall_api_ranks_by_the_time_named(world, as_agent, access):
     assert response.status_code == 200, response.json()
     first = response.json()["results"][0]
     assert "palm tree" in first["content"]
+
+
+@override_settings(FEDMEM_HYBRID_FUSION="rrf")
+def test_rank_fusion_adds_the_time_bonus_as_one_first_place(access):
+    items = _story(access)
+    july = items["Melanie: We painted a sunset with a palm tree, the kids loved it!"]
+    query = "What did Melanie and her kids paint in July 2023?"
+    by_pk = {hit.item.pk: hit for hit in _recall(access, query)}
+    with override_settings(FEDMEM_HYBRID_TIME_WEIGHT=0.0):
+        plain = {hit.item.pk: hit for hit in _recall(access, query)}
+    from django.conf import settings
+
+    bonus = settings.FEDMEM_HYBRID_TIME_WEIGHT / (settings.FEDMEM_RRF_K + 1)
+    assert by_pk[july.pk].signals["time_match"] is True
+    assert by_pk[july.pk].score == pytest.approx(plain[july.pk].score + bonus, rel=1e-4)
