@@ -69,7 +69,8 @@ _COLUMNS = [
     "id", "tenant_id", "agent_id", "user_id", "session_id", "team", "project", "scope", "scopes",
     "content", "kind", "record_kind", "classification", "personal_data", "personal_data_types",
     "source", "provenance", "metadata", "content_hash", "created_at", "updated_at", "valid_from",
-    "invalid_at", "retention_until", "legal_hold", "shared_with", "extraction_status", "extraction_error",
+    "invalid_at", "occurred_at", "retention_until", "legal_hold", "shared_with", "extraction_status",
+    "extraction_error",
 ]  # fmt: skip
 
 
