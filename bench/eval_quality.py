@@ -30,7 +30,8 @@ Sets and figures (top 10 of every read path):
   supersedes the old", and superseded-avoided: for true pairs, the share of read
   paths' top 5 (query: the old statement) that leave the old fact out.
 * LoCoMo (10 conversations, category 5 excluded, one agent per conversation, one
-  item per turn as "speaker: text"): turn any@10 / all@10 of the evidence turns.
+  item per turn as "speaker: text" with its session's time as `occurred_at`,
+  `--locomo-no-time` leaves it out): turn any@10 / all@10 of the evidence turns.
 
 Every figure sits next to plain vector search over the same texts, computed here
 with the packaged MiniLM model (cosine, no fedmem). Not a test: it measures.
@@ -51,6 +52,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -406,13 +408,25 @@ def locomo_conversations(zip_path: Path) -> list[dict[str, Any]]:
         return [json.loads(f.read_text(encoding="utf-8")) for f in files]
 
 
-def locomo_turns(conv: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(dia_id, session key, "speaker: text") of every turn, sessions in order."""
+def session_time(text: str | None) -> str | None:
+    """A session's "1:56 pm on 8 May, 2023" as ISO 8601 (UTC: the set gives no zone)."""
+    if not text:
+        return None
+    try:
+        moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC).isoformat()
+
+
+def locomo_turns(conv: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+    """(dia_id, session key, "speaker: text", session time) of every turn, sessions in order."""
     turns = []
     for key in sorted((k for k in conv if k.startswith("session_") and isinstance(conv[k], list)),
                       key=lambda k: int(k.split("_")[1])):  # fmt: skip
+        when = session_time(conv.get(f"{key}_date_time"))
         for turn in conv[key]:
-            turns.append((turn["dia_id"], key, f"{turn['speaker']}: {turn['text']}"))
+            turns.append((turn["dia_id"], key, f"{turn['speaker']}: {turn['text']}", when))
     return turns
 
 
@@ -466,6 +480,7 @@ def eval_locomo(
     conversations: Any,
     paths: tuple[str, ...],
     chosen: range = range(10),
+    occurred: bool = True,
 ) -> Any:
     """Per conversation n and read path: [questions, any@10 hits, all@10 hits], and
     the API latencies per path (ms).
@@ -475,11 +490,13 @@ def eval_locomo(
     full-text vector), so the bench waits for extraction only when graph mode is read."""
     loaded = [(n, conv, locomo_turns(conv)) for n, conv in enumerate(conversations) if n in chosen]
 
-    def load(entry: tuple[int, Any, list[tuple[str, str, str]]]) -> tuple[Api, list[str]]:
+    def load(entry: tuple[int, Any, list[tuple[str, str, str, str | None]]]) -> tuple[Api, list[str]]:
         n, _conv, turns = entry
         api = Api(base, agents[f"locomo-{n}"])
-        ids = api.write([{"content": text, "session_id": session, "metadata": {"turn": dia}}
-                         for dia, session, text in turns])  # fmt: skip
+        # Each turn carries its session's time (occurred_at), as a chat client would.
+        ids = api.write([{"content": text, "session_id": session, "metadata": {"turn": dia},
+                          **({"occurred_at": when} if when and occurred else {})}
+                         for dia, session, text, when in turns])  # fmt: skip
         return api, ids
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -491,9 +508,9 @@ def eval_locomo(
     latency: dict[str, list[float]] = {p: [] for p in paths if p not in ("vector", "bm25")}
     for (n, conv, turns), (api, ids) in zip(loaded, written, strict=True):
         dias: dict[str, set[str]] = {}
-        for (dia, _s, _t), pk in zip(turns, ids, strict=True):
+        for (dia, _s, _t, _w), pk in zip(turns, ids, strict=True):
             dias.setdefault(pk, set()).add(dia)
-        texts = [t for _d, _s, t in turns]
+        texts = [t for _d, _s, t, _w in turns]
         matrix = vectors.embed(texts) if "vector" in paths else None
         bm25 = Bm25(texts) if "bm25" in paths else None
         asked = [q for q in conv["qa"] if q.get("category") != 5 and q.get("evidence")]
@@ -587,6 +604,11 @@ def main() -> None:
         default="0-9",
         help="LoCoMo conversations to run, e.g. 0-4 (the tune half) or 5-9 (held out)",
     )
+    parser.add_argument(
+        "--locomo-no-time",
+        action="store_true",
+        help="write LoCoMo turns without their session time (occurred_at), as before it existed",
+    )
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provision:
@@ -657,7 +679,9 @@ def main() -> None:
                   ", ".join(f"{p} {v:.2f}" for p, v in c["avoided"].items()))  # fmt: skip
         if conversations:
             paths = tuple(args.locomo_paths.split(","))
-            counts, latency = eval_locomo(base, agents, vectors, conversations, paths, chosen)
+            counts, latency = eval_locomo(
+                base, agents, vectors, conversations, paths, chosen, not args.locomo_no_time
+            )
             n = sum(row[paths[0]][0] for row in counts.values())
             print(f"\nLoCoMo: {len(counts)} conversations, {n} questions (category 5 excluded), "
                   "turn evidence in the top 10")  # fmt: skip

@@ -50,6 +50,7 @@ def item_json(item: MemoryItem, *, include_content: bool = True) -> dict[str, An
         "updated_at": _when(item.updated_at),
         "valid_from": _when(item.valid_from),
         "invalid_at": _when(item.invalid_at),
+        "occurred_at": _when(item.occurred_at),
         "retention_until": _when(item.retention_until),
         "legal_hold": item.legal_hold,
         "extraction_status": item.extraction_status,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from core.vocabulary import CLASSIFICATION_NAMES, Classification, Kind, RecordKind, Scope
@@ -35,6 +36,17 @@ class Text(serializers.CharField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators.append(_valid_unicode)
+
+
+class AwareDateTime(serializers.DateTimeField):
+    """An ISO 8601 datetime that must carry its offset: a naive one names no instant."""
+
+    default_error_messages = {"naive": "Must include a time zone offset (e.g. Z or +02:00)."}
+
+    def enforce_timezone(self, value):  # type: ignore[no-untyped-def]
+        if timezone.is_naive(value):
+            self.fail("naive")
+        return super().enforce_timezone(value)
 
 
 def _key(**kwargs: Any) -> Text:
@@ -78,6 +90,14 @@ class RememberSerializer(serializers.Serializer):
         help_text="Compare with the agent's current facts and retire those this one contradicts "
         "(default: the policy's check_contradictions).",
     )
+    occurred_at = AwareDateTime(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="When the fact happened or was said (ISO 8601 with a time zone offset), e.g. a "
+        "conversation turn's session time; recall ranks items inside a time the query names "
+        '("in May 2023", "on 8 May") higher. Default: not stated.',
+    )
     split = serializers.BooleanField(
         default=False,
         help_text="Store one fact per sentence (shared provenance; metadata.split links them); "
@@ -102,6 +122,7 @@ class RememberSerializer(serializers.Serializer):
             source=data.get("source", ""),
             metadata=data["metadata"],
             check_contradictions=data.get("check_contradictions"),
+            occurred_at=data.get("occurred_at"),
         )
 
     def to_request(self, *, idempotency_key: str | None, trace_parent: str | None) -> RememberRequest:
@@ -134,7 +155,7 @@ class MemoryItemSerializer(serializers.ModelSerializer):
             "id", "agent_id", "content", "scope", "scopes", "kind", "record_kind", "classification",
             "personal_data", "personal_data_types", "user_id", "session_id", "team", "project",
             "source", "provenance", "metadata", "content_hash", "created_at", "updated_at",
-            "valid_from", "invalid_at", "retention_until", "legal_hold", "extraction_status",
+            "valid_from", "invalid_at", "occurred_at", "retention_until", "legal_hold", "extraction_status",
             "extraction_error",
         ]  # fmt: skip
         read_only_fields = fields

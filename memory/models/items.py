@@ -113,6 +113,11 @@ class MemoryItem(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     valid_from = models.DateTimeField(default=timezone.now)
     invalid_at = models.DateTimeField(null=True, blank=True)
+    # When the fact happened or was said, as the writer states it (a conversation
+    # turn's session time, an event's date); unlike created_at it is not the
+    # moment of storage. Recall ranks items inside a time the query names higher
+    # (memory.retrieval.when); validity and retention never read it.
+    occurred_at = models.DateTimeField(null=True, blank=True)
     retention_until = models.DateTimeField(null=True, blank=True)
     # Last time a recall or search returned the item (idle retention); refreshed at
     # most hourly by the retrieval statement itself, so recalls stay read-cheap.
@@ -150,6 +155,12 @@ class MemoryItem(models.Model):
             # A session's items in write order: session context in hybrid recall finds
             # each candidate's neighbours with one probe each, however long the session.
             models.Index(fields=["agent", "session_id", "created_at"], name="memory_item_session_order"),
+            # The items inside a time a query names (recall's time candidates).
+            models.Index(
+                fields=["tenant", "occurred_at"],
+                name="memory_item_occurred",
+                condition=Q(occurred_at__isnull=False),
+            ),
             # The extraction sweep reads only pending items; the rest of the table is settled.
             models.Index(
                 fields=["updated_at"],

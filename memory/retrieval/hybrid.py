@@ -30,6 +30,14 @@ the caller's view is ever scored:
   promoted plain neighbours over the facts that answer. The neighbours are found in
   the same statement through the (agent, session, created_at) index, two probes per
   candidate, and only their score is used: a neighbour is never returned for being one.
+* event time (hybrid): when the query names a time ("in May 2023", "on 8 May",
+  "last week", :mod:`memory.retrieval.when`), the items whose ``occurred_at`` lies
+  inside it join the candidates (the nearest ``FEDMEM_RETRIEVAL_CANDIDATES`` by
+  cosine, computed exactly over the dated items of the tenant through the partial
+  (tenant, occurred_at) index) and gain ``FEDMEM_HYBRID_TIME_WEIGHT``. A time named
+  in a question is often carried by no word of the answer ("What did she paint in
+  July?" / "We painted a sunset together!", said in July), so neither list finds it
+  otherwise; items without ``occurred_at`` are ranked as before.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery
-from django.db.models import FloatField, Q
+from django.db.models import BooleanField, FloatField, Q
 from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
@@ -51,6 +59,7 @@ from memory.models import MemoryItem
 from memory.retrieval.language import CONFIGS
 from memory.retrieval.lexical import QUOTED_LEXEME, bm25_rows
 from memory.retrieval.rerank import get_reranker
+from memory.retrieval.when import Windows, windows
 
 MODES = ("hybrid", "vector", "keyword")
 MAX_QUERY_TERMS = 32
@@ -60,7 +69,8 @@ _COLUMNS = [
     "id", "tenant_id", "agent_id", "user_id", "session_id", "team", "project", "scope", "scopes",
     "content", "kind", "record_kind", "classification", "personal_data", "personal_data_types",
     "source", "provenance", "metadata", "content_hash", "created_at", "updated_at", "valid_from",
-    "invalid_at", "retention_until", "legal_hold", "shared_with", "extraction_status", "extraction_error",
+    "invalid_at", "occurred_at", "retention_until", "legal_hold", "shared_with", "extraction_status",
+    "extraction_error",
 ]  # fmt: skip
 
 
@@ -159,6 +169,47 @@ def _filters(access: MemoryAccess, rq: RecallQuery, visible: Q | None = None) ->
     return q
 
 
+def _time_condition(win: Windows, column: str) -> tuple[str, list[Any]]:
+    """SQL true when ``column`` (an occurred_at) lies in one of ``win``'s windows."""
+    starts = [s for s, _e in win.ranges]
+    ends = [e for _s, e in win.ranges]
+    return (  # column is a fixed name chosen by the callers; the windows are parameters
+        f"({column} IS NOT NULL AND (EXISTS (SELECT 1 FROM"  # noqa: S608
+        f" unnest(%s::timestamptz[], %s::timestamptz[]) "
+        f"AS w(s, e) WHERE {column} >= w.s AND {column} < w.e) "
+        f"OR extract(month FROM {column} AT TIME ZONE 'UTC')::int = ANY(%s::int[])))",
+        [starts, ends, list(win.months)],
+    )
+
+
+def _time_candidates_sql(base: Any, win: Windows, literal: str, limit: int) -> tuple[str, tuple[Any, ...]]:
+    """The ``limit`` items inside ``win`` nearest the query, by exact cosine: the
+    ``+ 0`` keeps the planner off the HNSW index, whose filtered scan would walk the
+    whole graph when few items (or none) are dated; the partial (tenant,
+    occurred_at) index bounds the rows read to the dated ones, within the span of
+    the ranges when no month of any year is asked for."""
+    condition, cparams = _time_condition(win, '"memory_item"."occurred_at"')
+    # A fixed fragment; the windows are bound parameters.
+    qs = base.filter(occurred_at__isnull=False).filter(
+        RawSQL(condition, cparams, output_field=BooleanField())  # noqa: S611
+    )
+    if not win.months:
+        qs = qs.filter(
+            occurred_at__gte=min(s for s, _e in win.ranges), occurred_at__lt=max(e for _s, e in win.ranges)
+        )
+    qs = (
+        qs.annotate(
+            distance=RawSQL(
+                '("memory_item"."embedding" <=> %s::vector) + 0', [literal], output_field=FloatField()
+            )
+        )
+        .order_by("distance")
+        .values_list("id", "distance")[:limit]
+    )
+    sql, params = qs.query.sql_with_params()
+    return sql, tuple(params)
+
+
 def _vector_sql(base: Any, literal: str, limit: int) -> tuple[str, tuple[Any, ...]]:
     qs = (
         # The same operator and operand shape as the HNSW index (vector_cosine_ops).
@@ -193,6 +244,8 @@ def _signals(row: Any) -> dict[str, Any]:
     signals: dict[str, Any] = {}
     if row.kcoverage is not None:
         signals["lexical"] = float(row.kcoverage)
+    if row.tmatch:
+        signals["time_match"] = True
     if row.context is not None:
         # The better neighbour's fused score (before the context weight).
         signals["context"] = float(row.context)
@@ -253,6 +306,16 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         )
     if not ctes or (rq.mode == "keyword" and not keyword_rows):  # keyword mode, nothing matched
         return []
+    time_weight = settings.FEDMEM_HYBRID_TIME_WEIGHT
+    win = (
+        windows(rq.query, rq.as_of)
+        if time_weight > 0 and vector is not None and keyword_rows is not None
+        else Windows()
+    )
+    if win:
+        tsql, tparams = _time_candidates_sql(base, win, vector, candidates)  # type: ignore[arg-type]
+        ctes.append(f"tv AS MATERIALIZED ({tsql})")
+        params.extend(tparams)
     k = settings.FEDMEM_RRF_K
     linear = settings.FEDMEM_HYBRID_FUSION == "linear"
     if vector is not None and keyword_rows is not None:
@@ -269,6 +332,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         )
         if not linear:
             params.extend([k, k])
+        if win:
+            # The dated candidates neither list holds, scored below like the others.
+            fused = (
+                f"SELECT * FROM ({fused}) AS fb UNION ALL SELECT tv.id, NULL::bigint, NULL::bigint, "  # noqa: S608
+                "NULL::float8, 0::float8, 0::float8 FROM tv "
+                "WHERE tv.id NOT IN (SELECT id FROM vr) AND tv.id NOT IN (SELECT id FROM kr)"
+            )
     elif vector is not None:
         linear = False
         fused = (
@@ -286,6 +356,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
     context_join = ""
     context = "NULL::float"
+    context_len = 0
     if linear:
         dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
         score = "(%s * (1 - (m.embedding <=> %s::vector)) + %s * f.kcoverage)"
@@ -301,6 +372,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             # Textual order: the context column (before the score), then the score's
             # own terms, the weight and the context again.
             select_params[1:1] = context_params
+            context_len = len(context_params)
             # Lifted toward a better neighbour, never by a worse one: a weaker
             # neighbour says nothing about the item, and an absolute bonus would
             # favour every item that has neighbours over one that stands alone.
@@ -338,6 +410,14 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                 settings.FEDMEM_HYBRID_DENSE_WEIGHT if linear else 1 / (k + 1),
             ]
         )
+    tmatch = "NULL::boolean"
+    if win:
+        tmatch, tparams = _time_condition(win, "m.occurred_at")
+        score += f" + %s * ({tmatch})::int"
+        select_params.extend([time_weight if linear else time_weight / (k + 1), *tparams])
+        # The match column comes after similarity and context in the statement's text.
+        head = 1 + context_len
+        select_params[head:head] = tparams
     where = ""
     where_params: list[Any] = []
     if rq.min_score is not None:
@@ -359,7 +439,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     sql = (
         f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}), "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
-        f"{context} AS context, {score} AS score FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
+        f"{context} AS context, {tmatch} AS tmatch, {score} AS score "
+        f"FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
         f"{where} ORDER BY {order} LIMIT %s), "
         f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
     )

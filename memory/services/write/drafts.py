@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memory.enforcement import MemoryAccess
@@ -38,9 +39,16 @@ class MemoryDraft:
     dataset: str = ""
     # None: as the agent's policy says (check_contradictions).
     check_contradictions: bool | None = None
+    # When the fact happened or was said (MemoryItem.occurred_at); None: not stated.
+    occurred_at: datetime | None = None
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()
+        data = asdict(self)
+        # Left out when unset, so a request's hash (Idempotency-Key replays) is the
+        # one it had before the field existed.
+        if data["occurred_at"] is None:
+            del data["occurred_at"]
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Prepared:
     embedding: Any
     dataset_pk: int | None = None
     dataset: str = ""
+    occurred_at: datetime | None = None
     # What the write's parse says for the extraction (memory.extraction.handoff).
     extraction_inputs: dict[str, Any] | None = None
 

@@ -72,6 +72,9 @@ def validate_draft(access: MemoryAccess, draft: MemoryDraft) -> dict[str, Any]:
         raise field_error(name, f"Required for scope {scope!r}.")
     if draft.retention_days is not None and not 1 <= draft.retention_days <= MAX_RETENTION_DAYS:
         raise field_error("retention_days", f"Must be between 1 and {MAX_RETENTION_DAYS}.")
+    if draft.occurred_at is not None and timezone.is_naive(draft.occurred_at):
+        # A time without an offset names no instant: refused rather than guessed.
+        raise field_error("occurred_at", "Must include a time zone offset (e.g. Z or +02:00).")
     try:
         check_metadata(draft.metadata)
     except ContentError as exc:
@@ -144,6 +147,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
                 embedding=vector,
                 dataset_pk=draft.dataset_pk,
                 dataset=draft.dataset,
+                occurred_at=draft.occurred_at,
                 extraction_inputs=extraction_inputs,
             )
         )

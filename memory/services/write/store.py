@@ -206,6 +206,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             valid_from=now + timedelta(microseconds=len(fresh)),
             retention_until=p.retention_until,
             legal_hold=p.legal_hold,
+            occurred_at=p.occurred_at,
         )
         fresh.append(item)
         if p.extraction_inputs is not None:
