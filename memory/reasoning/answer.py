@@ -186,7 +186,8 @@ def assemble_chain(
     if len(walk_ids) < 2:
         return own if len(own) >= 2 else []
     asserted = asserted_links(tenant_id, walk_ids)
-    steps = walk_back(anchor, Pool(tenant_id, walk_ids), asserted, joined_by_entities(tenant_id, walk_ids))
+    pool_ = Pool(tenant_id, walk_ids, per_language=True)
+    steps = walk_back(anchor, pool_, asserted, joined_by_entities(tenant_id, walk_ids), strict=True)
     path = [pk for pk, _score in steps]
     if len(path) < 2:
         return own if len(own) >= 2 else []
