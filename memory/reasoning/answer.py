@@ -9,8 +9,10 @@ chain among them, then the synthesizer. Reads only.
   effect asked about). Its causes are walked back one best cause at a time
   (:mod:`memory.reasoning.chain`: asserted span links and implicit links scored by
   predicate / subject linkage), through every retrieved fact, those below the
-  floor too, as long as each step links; the chain is stated root first. It ends
-  at the anchor, a fact on the question, by construction.
+  floor too, as long as each step links, under the walk's strict rules (thematic
+  progression, siblings, direction); the chain is stated root first. It ends at
+  the anchor, a fact on the question, by construction. With no supported chain a
+  why-question is answered so, citing the facts used.
 """
 
 from __future__ import annotations

@@ -26,7 +26,17 @@ A cause C of an effect E is scored (:func:`cause_score`):
   - plus ``SESSION_BONUS`` when C was written in E's session.
 
 A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
-not score clearly higher. Everything here reads rows; nothing is written.
+not score clearly higher.
+
+The chain an answer states is walked with ``strict=True``, since it is read as the
+cause: links also come from *thematic progression* (C's rheme, the non-hub lexemes
+of the second half of the sentence by word position, names E's theme, the first
+half: language-blind), or E's edge naming a cause span C states; the English parse
+counts only between English facts; two facts on one theme that do not progress are
+siblings and no step; the reverse reading may not score higher at all unless E names
+its own cause span; and hubs are counted among the items of the lexeme's language
+(``Pool(per_language=True)``). The ranking keeps the lenient walk.
+Everything here reads rows; nothing is written.
 """
 
 from __future__ import annotations
