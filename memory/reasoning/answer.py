@@ -9,8 +9,10 @@ chain among them, then the synthesizer. Reads only.
   effect asked about). Its causes are walked back one best cause at a time
   (:mod:`memory.reasoning.chain`: asserted span links and implicit links scored by
   predicate / subject linkage), through every retrieved fact, those below the
-  floor too, as long as each step links; the chain is stated root first. It ends
-  at the anchor, a fact on the question, by construction.
+  floor too, as long as each step links, under the walk's strict rules (thematic
+  progression, siblings, direction); the chain is stated root first. It ends at
+  the anchor, a fact on the question, by construction. With no supported chain a
+  why-question is answered so, citing the facts used.
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ def assemble_chain(
     if len(walk_ids) < 2:
         return own if len(own) >= 2 else []
     asserted = asserted_links(tenant_id, walk_ids)
-    steps = walk_back(anchor, Pool(tenant_id, walk_ids), asserted, joined_by_entities(tenant_id, walk_ids))
+    pool_ = Pool(tenant_id, walk_ids, per_language=True)
+    steps = walk_back(anchor, pool_, asserted, joined_by_entities(tenant_id, walk_ids), strict=True)
     path = [pk for pk, _score in steps]
     if len(path) < 2:
         return own if len(own) >= 2 else []

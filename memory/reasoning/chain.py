@@ -26,7 +26,17 @@ A cause C of an effect E is scored (:func:`cause_score`):
   - plus ``SESSION_BONUS`` when C was written in E's session.
 
 A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
-not score clearly higher. Everything here reads rows; nothing is written.
+not score clearly higher.
+
+The chain an answer states is walked with ``strict=True``, since it is read as the
+cause: links also come from *thematic progression* (C's rheme, the non-hub lexemes
+of the second half of the sentence by word position, names E's theme, the first
+half: language-blind), or E's edge naming a cause span C states; the English parse
+counts only between English facts; two facts on one theme that do not progress are
+siblings and no step; the reverse reading may not score higher at all unless E names
+its own cause span; and hubs are counted among the items of the lexeme's language
+(``Pool(per_language=True)``). The ranking keeps the lenient walk.
+Everything here reads rows; nothing is written.
 """
 
 from __future__ import annotations
@@ -87,6 +97,9 @@ class Profile:
     cause_side: frozenset[str]  # stems of what the fact names as its cause or subject
     words: frozenset[str]
     session: Any  # (agent, session id), or None
+    english: bool = True  # the parser's language: its subject and predicate mean something
+    theme: frozenset[str] = frozenset()  # specific lexemes of the first half of the sentence
+    rheme: frozenset[str] = frozenset()  # ... and of the rest
 
 
 def _subject(doc: Any) -> Any:
@@ -100,15 +113,16 @@ class Pool:
     """The facts a walk may step through: text and embedding read at once, the parse
     (subject, predicate) only for the facts a step actually weighs."""
 
-    def __init__(self, tenant_id: Any, ids: list[Any]) -> None:
+    def __init__(self, tenant_id: Any, ids: list[Any], *, per_language: bool = False) -> None:
         rows = MemoryItem.objects.filter(pk__in=ids).values_list(
-            "pk", "content", "embedding", "agent_id", "session_id"
+            "pk", "content", "embedding", "agent_id", "session_id", "text_language"
         )
-        self.rows = {pk: (content, vector) for pk, content, vector, _a, _s in rows}
-        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session in rows if session}
+        self.rows = {pk: (content, vector) for pk, content, vector, _a, _s, _l in rows}
+        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session, _l in rows if session}
+        self.languages = {pk: lang for pk, *_rest, lang in rows}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
-        self.terms = _specific_terms(tenant_id, self.ids)
+        self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
         self.edges: dict[Any, CausalEdge] = {}
         for edge in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=self.ids).order_by("id"):
             self.edges.setdefault(edge.item_id, edge)
@@ -135,33 +149,56 @@ class Pool:
                 cause_vector=edge.cause_embedding if edge is not None else None,
                 changes=states_change(doc), subject=head.lemma_.lower() if head is not None else "",
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
-                session=self.sessions.get(pk),
+                session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
+                theme=self.halves[pk][0], rheme=self.halves[pk][1],
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
 
 
-def _specific_terms(tenant_id: Any, ids: list[Any]) -> dict[Any, frozenset[str]]:
+def _specific_terms(
+    tenant_id: Any, ids: list[Any], per_language: bool = False
+) -> tuple[dict[Any, frozenset[str]], dict[Any, tuple[frozenset[str], frozenset[str]]]]:
     """Per fact, its stored full-text lexemes that are not hubs of the tenant (the same
-    rule as entity bridges: named by at most max(HUB_FLOOR, HUB_SHARE x N) items)."""
+    rule as entity bridges: named by at most max(HUB_FLOOR, HUB_SHARE x N) items), and
+    those lexemes split by word position into the sentence's first half (its *theme*,
+    what it is about) and the rest (its *rheme*, what it says of it). ``per_language``:
+    N counts the items of the lexeme's language only."""
     from memory.retrieval.lexical import tenant_stats
     from memory.retrieval.specificity import HUB_FLOOR, HUB_SHARE
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, m.text_language, l.lexeme FROM memory_item m "
+            "SELECT m.id, m.text_language, l.lexeme, l.positions[1] FROM memory_item m "
             "CROSS JOIN LATERAL unnest(m.search_vector) AS l WHERE m.id = ANY(%s::uuid[])",
             [list(ids)],
         )
         rows = cursor.fetchall()
     # Document frequencies are kept per (language, lexeme): a stem means something
     # only in the configuration that produced it.
-    stats = tenant_stats(tenant_id, sorted({(lang, lexeme) for _pk, lang, lexeme in rows}))
-    cap = max(HUB_FLOOR, HUB_SHARE * stats.documents)
+    stats = tenant_stats(tenant_id, sorted({(lang, lexeme) for _pk, lang, lexeme, _p in rows}))
+
+    # A hub among the items of its own language: in a tenant that stores mostly English,
+    # the German connective "führt" is in a small share of all items but in a large one
+    # of the German items, and joins every German fact to every other.
+    def cap(lang: str) -> float:
+        documents = stats.languages.get(lang, stats.documents) if per_language else stats.documents
+        return max(HUB_FLOOR, HUB_SHARE * documents)
+
     out: dict[Any, set[str]] = {pk: set() for pk in ids}
-    for pk, lang, lexeme in rows:
-        if 0 < stats.df.get((lang, lexeme), 0) <= cap and not lexeme.isdigit():
+    last: dict[Any, int] = {}
+    for pk, _lang, _lexeme, position in rows:
+        last[pk] = max(last.get(pk, 0), position or 0)
+    theme: dict[Any, set[str]] = {pk: set() for pk in ids}
+    rheme: dict[Any, set[str]] = {pk: set() for pk in ids}
+    for pk, lang, lexeme, position in rows:
+        if 0 < stats.df.get((lang, lexeme), 0) <= cap(lang) and not lexeme.isdigit():
             out[pk].add(lexeme)
-    return {pk: frozenset(terms) for pk, terms in out.items()}
+            if len(lexeme) < 2:
+                continue
+            # Positions count every word (stopwords too): the midpoint is the sentence's.
+            (theme if (position or 0) * 2 <= last[pk] + 1 else rheme)[pk].add(lexeme)
+    halves = {pk: (frozenset(theme[pk]), frozenset(rheme[pk])) for pk in ids}
+    return {pk: frozenset(terms) for pk, terms in out.items()}, halves
 
 
 def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tuple[float, CausalEdge]]:
@@ -182,7 +219,7 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     return out
 
 
-def _implicit(cause: Profile, effect: Profile) -> float:
+def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
     from memory.reasoning.implicit import Side, get_scorer
 
     base = get_scorer().score(
@@ -192,11 +229,26 @@ def _implicit(cause: Profile, effect: Profile) -> float:
     # C's predicate names E's cause side, or E restates it (two stems or more: "trailers
     # queued at the gate" -> "The trailers queued at the gate delayed the orders").
     linked = bool(cause.predicate & effect.cause_side) or len(cause.predicate & effect.words) >= 2
+    parallel = bool(cause.subject) and cause.subject == effect.subject
+    if strict:
+        # The parser is English: its subject and predicate mean something only there.
+        english = cause.english and effect.english
+        # Thematic progression, read from word positions in any language: what C says
+        # (its second half) is what E is about (its first half): "La fenêtre ouverte a
+        # laissé entrer la pluie." -> "La pluie a inondé le sol du salon". Or E names
+        # its cause in an edge and C states it.
+        progress = bool(cause.rheme & effect.theme)
+        named = effect.cause_vector is not None and bool(cause.words & effect.cause_side)
+        linked = progress or named or (linked and english)
+        # Two facts about one theme that do not progress are siblings, not a step.
+        parallel = (parallel and english) or (bool(cause.theme & effect.theme) and not progress)
+        if parallel and not linked:
+            return 0.0
     if cause.session is not None and cause.session == effect.session:
         base += SESSION_BONUS
     if linked:
         base += LINK_BONUS
-    elif cause.subject and cause.subject == effect.subject:
+    elif parallel:
         base -= PARALLEL_PENALTY
     return base
 
@@ -206,14 +258,23 @@ def cause_score(
     effect: Profile,
     asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
     joined: set[tuple[Any, Any]],
+    strict: bool = False,
 ) -> float:
-    """How well ``cause`` reads as the cause of ``effect`` (0 when they are not joined)."""
+    """How well ``cause`` reads as the cause of ``effect`` (0 when they are not joined).
+    ``strict``: the rules of the chain an answer states (see the module doc)."""
     if (cause.pk, effect.pk) in asserted:
         return asserted[(cause.pk, effect.pk)][0]
-    forward = _implicit(cause, effect)
+    forward = _implicit(cause, effect, strict)
     if forward < FLOOR or (effect.pk, cause.pk) in asserted:
         return 0.0
-    if _implicit(effect, cause) > forward + REVERSE_MARGIN:
+    reverse = _implicit(effect, cause, strict)
+    if strict:
+        # The reverse reading may not win at all. An effect naming its own cause span
+        # was compared with that span, the reverse reading with the whole fact: the two
+        # are not on one scale, and the span decides.
+        if effect.cause_vector is None and reverse > forward:
+            return 0.0
+    elif reverse > forward + REVERSE_MARGIN:
         return 0.0
     return forward
 
@@ -224,6 +285,7 @@ def walk_back(
     asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
     joined: set[tuple[Any, Any]],
     max_facts: int = MAX_FACTS,
+    strict: bool = False,
 ) -> list[tuple[Any, float]]:
     """[(fact, score of its link to the next one)] from the root to the anchor (0)."""
     path = [(anchor, 0.0)]
@@ -241,7 +303,7 @@ def walk_back(
         profiles = pool.profiles([at, *near])
         best, best_score = None, 0.0
         for pk in near:
-            score = cause_score(profiles[pk], profiles[at], asserted, joined)
+            score = cause_score(profiles[pk], profiles[at], asserted, joined, strict)
             if score > best_score:
                 best, best_score = pk, score
         # An asserted link (score above 1) sets no bar for the implicit one before it.

@@ -24,10 +24,12 @@ BUILTIN_SYNTHESIZER = "builtin"
 MAX_CONTEXT_FACTS = 30
 MAX_CHAIN = 12
 
-# "why", "what caused", "what led to", "how come", "reason for", "root cause".
+# "why" anywhere ("I need to understand why ..."), "what caused", "what led to", "how
+# come", "reason for", "root cause", and the why-words of the languages the full text
+# is stored in ("warum", "por qué", "pourquoi", "waarom", "neden", ...).
 _WHY = re.compile(
-    r"^\s*(why\b|how come\b|what (caused|causes|led to|leads to|triggered|made)\b)"
-    r"|\b(root cause|reason for|because of what)\b",
+    r"\b(why|how come|what (caused|causes|led to|leads to|triggered|made)|root cause|reason for"
+    r"|because of what|warum|wieso|weshalb|por qu[eé]|pourquoi|waarom|neden|perch[eé]|varf[oö]r|hvorfor)\b",
     re.IGNORECASE,
 )
 

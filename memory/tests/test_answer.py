@@ -151,3 +151,40 @@ def test_facts_of_another_engine_are_kept_and_measured_facts_are_floored():
         {"id": "c", "content": "z", "relevance": 0.5},
     ]
     assert [f["id"] for f in on_question(facts)] == ["chunk-001-0", "b", "c"]
+
+
+def test_why_question_without_a_supported_chain_says_so_and_cites_what_it_used(world, as_agent, access):
+    plants = fact(access, "The office plants are watered every Friday morning.", session_id="p1")
+    fact(access, "The office has twelve desks by the windows.", session_id="p2")
+    body = (
+        as_agent(world.agent)
+        .post(url(world.agent), {"query": "Why are the office plants watered on Fridays?"}, format="json")
+        .json()
+    )
+    answer = body["answer"]
+    assert body["chain"] == [] and answer["detail"]["form"] == "no_chain"
+    assert answer["text"].startswith("No causal chain in memory explains this. Related facts: ")
+    assert "root_item_id" not in answer["detail"]
+    assert str(plants.pk) in answer["citations"]
+    assert set(answer["citations"]) <= set(answer["detail"]["fact_ids"])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I need to understand why the delivery arrived late",
+        "¿Por qué se redujo el margen bruto?",
+        "Warum steigen die Antwortzeiten?",
+        "Je dois comprendre pourquoi la livraison a été retardée.",
+        "Waarom liep de levering vertraging op?",
+        "Neden uyku kalitesi düştü?",
+    ],
+)
+def test_why_questions_are_recognised_anywhere_in_the_question_and_in_other_languages(question):
+    assert is_why_question(question)
+    context = Context(question, [Fact("a", "The truck was late.")])
+    assert DeterministicSynthesizer().synthesize(context).detail["form"] == "no_chain"
+
+
+def test_because_is_not_a_why_question():
+    assert not is_why_question("Lo hizo porque llovía.") and not is_why_question("Where is db-1?")
