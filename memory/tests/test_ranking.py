@@ -269,3 +269,44 @@ def test_a_cause_not_asserted_by_a_span_link_stays_below_the_best_direct_match_l
         + 1e-9
         for r in on_chain
     )
+
+
+# --- the session around the best matches --------------------------------------------------
+
+BAKERY = [
+    "The night shift at the bakery started an hour late.",
+    "Fewer loaves were ready when the vans left.",
+    "The cafe on Elm Street got half its usual order.",
+    "Customers at the cafe found the shelves empty by nine.",
+]
+
+
+def test_session_neighbours_reach_the_window_nearest_first(access):
+    from memory.tests.conftest import remember
+
+    turns = [remember(access, f"Turn {n} of the bakery notes.", scope="agent", session_id="bake").item
+             for n in range(6)]  # fmt: skip
+    other = remember(access, "Turn 9 of another session.", scope="agent", session_id="else").item
+    rows = graphrank._session_neighbours([turns[3], turns[0]], [2, 1])
+    from_three = [(b, d) for a, b, d in rows if a == turns[3].pk]
+    assert {b for b, _d in from_three} == {turns[1].pk, turns[2].pk, turns[4].pk, turns[5].pk}
+    assert [d for _b, d in from_three] == sorted(d for _b, d in from_three)
+    assert {b for a, b, _d in rows if a == turns[0].pk} == {turns[1].pk}
+    assert other.pk not in {b for _a, b, _d in rows}
+
+
+def test_the_best_matchs_session_brings_the_turns_told_before_it(access, monkeypatch):
+    for text in BAKERY:
+        fact(access, text, session_id="bakery")
+    for n, text in enumerate(SIMILAR + [("s7", "The cafe opens at seven."), ("s8", "Shelves are stocked at six.")]):
+        fact(access, text[1], session_id=f"other-{n}")
+    # Few seeds, so the root (no word shared with the question, three turns before the
+    # best match) is not one of them.
+    monkeypatch.setattr(graphrank, "SEED_POOL", 2)
+    ranked = _rank(access, "Why were the shelves at the cafe empty?", top_k=1, hops=1)
+    assert ranked[0].item.content == BAKERY[3]
+    found = {r.item.content: r for r in graphrank.rank(
+        access, RecallQuery(query="Why were the shelves at the cafe empty?", scopes=("agent",),
+                            keys=Keys(narrow=True), top_k=1),
+        graph.View(access, visible_q(access, ("agent",))), hops=1, limit=20)}  # fmt: skip
+    assert found[BAKERY[0]].kind == "session"
