@@ -62,7 +62,7 @@ GRAPH_WEIGHT = 2.0
 DAMPING = 0.7
 ITERATIONS = 30
 CAUSAL_WEIGHT = 2.0
-SESSION_WEIGHT = 1.0
+SESSION_WEIGHT = 2.0
 # The best SESSION_SEEDS seeds bring up to SESSION_WINDOW turns on each side of them in
 # their session; the other seeds their turns right before and after.
 SESSION_SEEDS = 5
@@ -186,6 +186,20 @@ def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, A
     return [row for row in out if row[0] != row[1]]
 
 
+# Per frontier row, up to ``width`` turns of its session before it and after it, each
+# with how many turns away it is (the (agent, session, created_at) index, in order).
+_SESSION_WINDOW_SQL = (
+    "SELECT s.id, x.id, x.d FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::int[]) "
+    "AS s(id, agent_id, session_id, created_at, width) CROSS JOIN LATERAL ("
+    "(SELECT m.id, row_number() OVER (ORDER BY m.created_at DESC) AS d FROM memory_item m "
+    "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id AND m.created_at < s.created_at "
+    "ORDER BY m.created_at DESC LIMIT s.width) UNION ALL "
+    "(SELECT m.id, row_number() OVER (ORDER BY m.created_at) AS d FROM memory_item m "
+    "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id AND m.created_at > s.created_at "
+    "ORDER BY m.created_at LIMIT s.width)) AS x"
+)
+
+
 def _session_neighbours(items: list[MemoryItem], widths: list[int]) -> list[tuple[Any, Any, int]]:
     """(item, a turn of its session, how many turns away), up to ``widths[i]`` turns
     before and after ``items[i]`` in its session, same agent; nearest first."""
@@ -193,22 +207,8 @@ def _session_neighbours(items: list[MemoryItem], widths: list[int]) -> list[tupl
     rows = [r for r in rows if r[2] and r[4] > 0]
     if not rows:
         return []
-    side = (
-        "(SELECT m.id, row_number() OVER (ORDER BY m.created_at {order}) AS d FROM memory_item m "
-        "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id AND m.created_at {op} s.created_at "
-        "ORDER BY m.created_at {order} LIMIT s.width)"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT s.id, x.id, x.d FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], "
-            "%s::int[]) AS s(id, agent_id, session_id, created_at, width) CROSS JOIN LATERAL ("
-            + side.format(order="DESC", op="<")
-            + " UNION ALL "
-            + side.format(order="", op=">")
-            + ") AS x",
-            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-             [r[4] for r in rows]],
-        )  # fmt: skip
+        cursor.execute(_SESSION_WINDOW_SQL, [[r[n] for r in rows] for n in range(5)])
         return sorted(cursor.fetchall(), key=lambda r: r[2])
 
 
