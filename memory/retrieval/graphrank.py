@@ -62,7 +62,7 @@ GRAPH_WEIGHT = 2.0
 DAMPING = 0.7
 ITERATIONS = 30
 CAUSAL_WEIGHT = 2.0
-SESSION_WEIGHT = 2.0
+SESSION_WEIGHT = 1.5
 # The best SESSION_SEEDS seeds bring up to SESSION_WINDOW turns on each side of them in
 # their session; the other seeds their turns right before and after.
 SESSION_SEEDS = 5
