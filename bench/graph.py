@@ -315,13 +315,21 @@ def measure(access, size: int, queries: int) -> None:  # type: ignore[no-untyped
     view = graph.View(access, visible_q(access, read_scopes(access, None)))
     ids = list(MemoryItem.objects.filter(tenant_id=access.tenant_id).values_list("pk", flat=True)[:5000])
     rng = random.Random(3)
-    timings: dict[str, list[float]] = {"discover": [], "trace (from text)": [], "trace (from item)": []}
+    from memory.retrieval import graphrank
+
+    timings: dict[str, list[float]] = {
+        "discover": [], "discover (graph-aware rank)": [], "trace (from text)": [], "trace (from item)": [],
+    }  # fmt: skip
     for _ in range(queries):
         n = rng.randrange(max(1, size // 3))
         query = RecallQuery(query=f"what happened in incident {n}", scopes=("agent",), keys=Keys(), top_k=5)
         began = time.perf_counter()
         graph.discover(access, query, view, hops=2, max_results=20, max_visited=200)
         timings["discover"].append((time.perf_counter() - began) * 1000)
+        # What POST discover and recall mode graph run (memory.operations.graph.discover).
+        began = time.perf_counter()
+        graphrank.rank(access, query, view, hops=2, limit=20, max_visited=200)
+        timings["discover (graph-aware rank)"].append((time.perf_counter() - began) * 1000)
         began = time.perf_counter()
         graph.trace(view, direction="effects", content=rng.choice(CAUSES), max_depth=5, max_visited=100)
         timings["trace (from text)"].append((time.perf_counter() - began) * 1000)

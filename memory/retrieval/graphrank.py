@@ -47,7 +47,7 @@ from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
 from memory.retrieval.lexical import bm25_rows, tenant_stats
-from memory.retrieval.specificity import bridge_weight
+from memory.retrieval.specificity import bridge_weight, session_weight
 
 SEED_POOL = 30
 # The best-ranked facts a chain may be walked back through.
@@ -62,7 +62,11 @@ GRAPH_WEIGHT = 2.0
 DAMPING = 0.7
 ITERATIONS = 30
 CAUSAL_WEIGHT = 2.0
-SESSION_WEIGHT = 0.5
+SESSION_WEIGHT = 1.5
+# The best SESSION_SEEDS seeds bring up to SESSION_WINDOW turns on each side of them in
+# their session; the other seeds their turns right before and after.
+SESSION_SEEDS = 5
+SESSION_WINDOW = 6
 TERM_WEIGHT = 1.0
 # Term bridges: from the best TERM_SOURCES facts of each round, to TERM_BRIDGES
 # facts each whose BM25 coverage of the source's words reaches TERM_FLOOR.
@@ -182,22 +186,44 @@ def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, A
     return [row for row in out if row[0] != row[1]]
 
 
-def _session_neighbours(items: list[MemoryItem]) -> list[tuple[Any, Any]]:
-    """(item, the turn right before / after it in its session), same agent."""
-    rows = [(i.pk, i.agent_id, i.session_id, i.created_at) for i in items if i.session_id]
+# Per frontier row, up to ``width`` turns of its session before it and after it, each
+# with how many turns away it is (the (agent, session, created_at) index, in order).
+_SESSION_WINDOW_SQL = (
+    "SELECT s.id, x.id, x.d FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::int[]) "
+    "AS s(id, agent_id, session_id, created_at, width) CROSS JOIN LATERAL ("
+    "(SELECT m.id, row_number() OVER (ORDER BY m.created_at DESC) AS d FROM memory_item m "
+    "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id AND m.created_at < s.created_at "
+    "ORDER BY m.created_at DESC LIMIT s.width) UNION ALL "
+    "(SELECT m.id, row_number() OVER (ORDER BY m.created_at) AS d FROM memory_item m "
+    "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id AND m.created_at > s.created_at "
+    "ORDER BY m.created_at LIMIT s.width)) AS x"
+)
+
+
+def _session_neighbours(items: list[MemoryItem], widths: list[int]) -> list[tuple[Any, Any, int]]:
+    """(item, a turn of its session, how many turns away), up to ``widths[i]`` turns
+    before and after ``items[i]`` in its session, same agent; nearest first."""
+    rows = [(i.pk, i.agent_id, i.session_id, i.created_at, w) for i, w in zip(items, widths, strict=True)]
+    rows = [r for r in rows if r[2] and r[4] > 0]
     if not rows:
         return []
     with connection.cursor() as cursor:
+        cursor.execute(_SESSION_WINDOW_SQL, [[r[n] for r in rows] for n in range(5)])
+        return sorted(cursor.fetchall(), key=lambda r: r[2])
+
+
+def session_sizes(keys: list[tuple[Any, str]]) -> dict[tuple[Any, str], int]:
+    """(agent, session id) -> how many items it holds (counted up to DF_CAP)."""
+    if not keys:
+        return {}
+    with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.id, x.id FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[]) "
-            "AS s(id, agent_id, session_id, created_at) CROSS JOIN LATERAL ("
-            "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
-            "AND m.created_at < s.created_at ORDER BY m.created_at DESC LIMIT 1) UNION ALL "
-            "(SELECT m.id FROM memory_item m WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id "
-            "AND m.created_at > s.created_at ORDER BY m.created_at LIMIT 1)) AS x",
-            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]],
+            "SELECT s.agent_id, s.session_id, (SELECT count(*) FROM (SELECT 1 FROM memory_item m "
+            "WHERE m.agent_id = s.agent_id AND m.session_id = s.session_id LIMIT %s) AS c) "
+            "FROM unnest(%s::uuid[], %s::text[]) AS s(agent_id, session_id)",
+            [DF_CAP, [k[0] for k in keys], [k[1] for k in keys]],
         )
-        return cursor.fetchall()
+        return {(agent, session): count for agent, session, count in cursor.fetchall()}
 
 
 _WORDS = re.compile(r"\w+")
@@ -262,7 +288,10 @@ def rank(
             origin = reach[parent]
             reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
 
-    for a, b in _session_neighbours([h.item for h in hits]):
+    # The session around the best matches: the turns of one conversation (one
+    # incident's notes) tell one matter, whose cause is often told turns earlier.
+    widths = [SESSION_WINDOW if n < SESSION_SEEDS else 1 for n in range(len(hits))]
+    for a, b, _turns in _session_neighbours([h.item for h in hits], widths):
         reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
@@ -372,10 +401,14 @@ def rank(
         if a in index and b in index:
             adjacency[index[a], index[b]] += TERM_WEIGHT * coverage
             adjacency[index[b], index[a]] += TERM_WEIGHT * coverage
+    # A session node weighs like an entity: by its specificity across the tenant (a
+    # handful of notes of one incident join more than a long conversation does).
+    sizes = session_sizes([(agent, session) for _kind, agent, session in sessions])
     for key, members in sessions.items():
+        w = SESSION_WEIGHT * session_weight(sizes.get(key[1:], len(members)), documents)
         for pk in members:
-            adjacency[index[pk], index[key]] += SESSION_WEIGHT
-            adjacency[index[key], index[pk]] += SESSION_WEIGHT
+            adjacency[index[pk], index[key]] += w
+            adjacency[index[key], index[pk]] += w
     restart = _restart(rel, [index[pk] for pk in seeds if pk in index])
     # What the other seeds say of a fact: the walk's mass at it minus the share that
     # started at the fact itself and came back (through its own entities, its session).

@@ -72,3 +72,9 @@ def bridge_weight(normalized: str, label: str, df: int, documents: int) -> float
     if df > max(HUB_FLOOR, HUB_SHARE * documents):
         return 0.0
     return math.log(1 + documents / max(df, 1))
+
+
+def session_weight(size: int, documents: int) -> float:
+    """The weight of the bridge a session makes between its facts, ``log(1 + N / size)``
+    like an entity's: the fewer facts one session holds, the more they are one matter."""
+    return math.log(1 + max(documents, 1) / max(size, 1))

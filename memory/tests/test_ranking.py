@@ -14,7 +14,7 @@ from memory.reasoning import graph
 from memory.reasoning.implicit import EmbeddingCausalScorer, Side, states_change
 from memory.retrieval import graphrank, lexical
 from memory.retrieval.hybrid import RecallQuery, retrieve
-from memory.retrieval.specificity import bridge_weight, never_bridges
+from memory.retrieval.specificity import bridge_weight, never_bridges, session_weight
 from memory.tests.graph_helpers import fact
 
 
@@ -269,3 +269,57 @@ def test_a_cause_not_asserted_by_a_span_link_stays_below_the_best_direct_match_l
         + 1e-9
         for r in on_chain
     )
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+BAKERY = [
+    "The night shift at the bakery started an hour late.",
+    "Fewer loaves were ready when the vans left.",
+    "The cafe on Elm Street got half its usual order.",
+    "Customers at the cafe found the shelves empty by nine.",
+]
+
+
+def test_session_neighbours_reach_the_window_nearest_first(access):
+    from memory.tests.conftest import remember
+
+    turns = [
+        remember(access, f"Turn {n} of the bakery notes.", scope="agent", session_id="bake").item
+        for n in range(6)
+    ]
+    other = remember(access, "Turn 9 of another session.", scope="agent", session_id="else").item
+    rows = graphrank._session_neighbours([turns[3], turns[0]], [2, 1])
+    from_three = [(b, d) for a, b, d in rows if a == turns[3].pk]
+    assert {b for b, _d in from_three} == {turns[1].pk, turns[2].pk, turns[4].pk, turns[5].pk}
+    assert [d for _b, d in from_three] == sorted(d for _b, d in from_three)
+    assert {b for a, b, _d in rows if a == turns[0].pk} == {turns[1].pk}
+    assert other.pk not in {b for _a, b, _d in rows}
+    assert graphrank.session_sizes([(turns[0].agent_id, "bake"), (other.agent_id, "else")]) == {
+        (turns[0].agent_id, "bake"): 6,
+        (other.agent_id, "else"): 1,
+    }
+
+
+def test_a_small_session_bridges_more_than_a_long_one():
+    assert session_weight(4, 1000) > session_weight(40, 1000) > session_weight(400, 1000) > 0
+    # As specific as an entity named by as many facts.
+    assert session_weight(5, 1000) == pytest.approx(bridge_weight("loading bays", "", 5, 1000))
+
+
+def test_the_best_matchs_session_brings_the_turns_told_before_it(access, monkeypatch):
+    for text in BAKERY:
+        fact(access, text, session_id="bakery")
+    for n, (_session, text) in enumerate(SIMILAR):
+        fact(access, text, session_id=f"other-{n}")
+    # Two seeds, so the root (no word shared with the question, three turns before the
+    # best match) is not one of them: only the best match's session window reaches it.
+    monkeypatch.setattr(graphrank, "SEED_POOL", 2)
+    scopes = read_scopes(access, None)
+    rq = RecallQuery(
+        query="Why were the shelves at the cafe empty?", scopes=scopes, keys=Keys(narrow=True), top_k=1
+    )
+    ranked = graphrank.rank(access, rq, graph.View(access, visible_q(access, scopes)), hops=1, limit=20)
+    assert ranked[0].item.content == BAKERY[3]
+    found = {r.item.content: r for r in ranked}
+    assert found[BAKERY[0]].kind == "session"
