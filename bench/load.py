@@ -203,7 +203,8 @@ def run_level(
     total = len(everything) / result["elapsed"]
     cpu_ms = cpu * 1000 / max(1, len(everything))
     if not quiet:
-        split = ", ".join(f"{part} {value * 1000 / max(1, len(everything)):.1f}" for part, value in parts.items())
+        count = max(1, len(everything))
+        split = ", ".join(f"{part} {value * 1000 / count:.1f}" for part, value in parts.items())
         print(
             f"{clients:>7} {'total':>8} {total:>8.1f} {'':>8} {_percentile(everything, 0.95):>8.1f} "
             f"{'':>8} {'':>6}  server CPU {cpu_ms:.1f} ms/request ({split}; "
