@@ -3,12 +3,10 @@
 import os
 
 from channels.routing import ProtocolTypeRouter, URLRouter
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedmem_site.settings.base")
-from fedmem_site.handlers import get_threaded_asgi_application
-
-# Requests side by side in a thread pool, not one at a time (fedmem_site.handlers).
-django_asgi = get_threaded_asgi_application()
+django_asgi = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -159,9 +159,6 @@ if _pool_size:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
-# Threads of a web process serving requests side by side (fedmem_site.handlers); a
-# request holds one pooled connection, so no more threads than the pool has.
-FEDMEM_WEB_THREADS = env_int("FEDMEM_WEB_THREADS", min(8, _pool_size or 8), minimum=1, maximum=256)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The app role may SELECT and INSERT audit events, nothing else (core.database.seal).
 # Only test databases also grant TRUNCATE: Django empties every table between
