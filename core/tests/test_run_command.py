@@ -122,18 +122,3 @@ def test_a_worker_that_exits_is_started_again_until_it_keeps_exiting():
     assert not web.may_restart(now)
     for process in started:
         process.wait(timeout=30)
-
-
-def test_the_worker_runs_at_a_lower_priority_than_the_web_processes(monkeypatch):
-    from core.management.commands.fedmem_run import worker_priority
-
-    def niceness(**kwargs):  # type: ignore[no-untyped-def]
-        done = subprocess.run(
-            [sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True, text=True, **kwargs
-        )
-        return int(done.stdout)
-
-    base = niceness()
-    assert niceness(preexec_fn=worker_priority) == min(19, base + 10)
-    monkeypatch.setenv("FEDMEM_WORKER_NICE", "0")
-    assert niceness(preexec_fn=worker_priority) == base

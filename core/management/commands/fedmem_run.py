@@ -53,17 +53,6 @@ def web_command(python: str, options: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def worker_priority() -> None:
-    """Run in the worker's child before it executes: extraction, imports and erasure
-    jobs are background work, and on the same cores as the web processes they took
-    CPU time from requests in flight (p95 grew with every remember's extraction).
-    At a lower priority (``FEDMEM_WORKER_NICE``, default 10) the worker takes the
-    time the web processes leave; items settle later under load, not never."""
-    nice = env_int("FEDMEM_WORKER_NICE", 10, minimum=0, maximum=19)
-    if nice:
-        os.nice(nice)
-
-
 def web_env() -> dict[str, str]:
     env = os.environ.copy()
     # Each web process takes its connections from a small pool (requests beyond it
@@ -143,7 +132,6 @@ class Command(BaseCommand):
                     beat_schedule,
                 ],
                 env=os.environ.copy(),
-                preexec_fn=worker_priority,
                 # Its own process group, so a worker that outlives the grace period
                 # (a long task finishing its warm shutdown) is killed with its pool
                 # children instead of leaving them orphaned. Ctrl-C still stops it:
