@@ -47,6 +47,7 @@ STAGES = [
     ("memory.services.write.prepare", "validate_draft", "input checks and write policy"),
     ("memory.pii", "detect_personal_data", "personal-data detection (presidio)"),
     ("memory.extraction.nlp", "parse", "spaCy parse"),
+    ("memory.extraction.nlp", "lemma_docs", "spaCy parse of spans (no entity recognition)"),
     ("memory.embeddings", "embed_texts", "embedding"),
     ("memory.services.write.store", "store", "DB writes (items, history, outbox)"),
     ("memory.services.contradictions", "contradictions_check", "contradiction check"),
