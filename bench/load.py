@@ -8,7 +8,10 @@ web server and a Celery worker) against a database of its own (FEDMEM_DB_NAME,
 default ``fedmem_load``), creates a tenant, an agent and its key, then at each
 concurrency level runs closed-loop clients for a bounded time, each alternating a
 remember (POST /memories) and a recall (POST /recall). Prints per level and
-operation: requests/s, p50/p95/p99 latency and error rate. ``bench/run_all.py``
+operation: requests/s, p50/p95/p99 latency and error rate, and per level the CPU
+time the server's processes (web, worker, PostgreSQL) spent per request: on a
+machine shared with other work the rate is bounded by the share of the cores the
+server gets, the CPU per request is not. ``bench/run_all.py``
 runs the same levels against its server at 100k facts. Not a test: it asserts
 nothing.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -133,12 +137,59 @@ def warm(base: str, secret: str, agent_id: str, timeout: float = 300) -> None:
             break
 
 
+def server_processes(server_pid: int | None) -> list:
+    """The server's processes: fedmem_run and its children (web processes, worker)
+    and the embedded PostgreSQL of this data folder with its backends."""
+    import psutil
+
+    found = []
+    if server_pid is not None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(server_pid)
+            found = [root, *root.children(recursive=True)]
+    pgdata = str(ROOT / "var" / "pgdata")
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "-D" in cmdline and pgdata in cmdline:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found += [process, *process.children(recursive=True)]
+    return found
+
+
+def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
+    """CPU seconds so far per process, with its part: web, worker or database."""
+    import psutil
+
+    out = {}
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            command = " ".join(process.cmdline())
+            part = "database" if "postgres" in command else "worker" if "celery" in command else "web"
+            out[process.pid] = (part, times.user + times.system)
+    return out
+
+
 def run_level(
-    base: str, secret: str, agent_id: str, clients: int, seconds: float, quiet: bool = False
+    base: str,
+    secret: str,
+    agent_id: str,
+    clients: int,
+    seconds: float,
+    quiet: bool = False,
+    server_pid: int | None = None,
 ) -> dict:
-    """One level: print its rows and return the total rate, p95 over every request
-    and the error count."""
+    """One level: print its rows and return the total rate, p95 over every request,
+    the error count and the server's CPU time per request (what carries over from a
+    busy machine: the cores' time it takes, whoever else wants them)."""
+    before = cpu_seconds(server_processes(server_pid))
     result = asyncio.run(_level(base, secret, agent_id, clients, seconds))
+    after = cpu_seconds(server_processes(server_pid))
+    # Processes started during the level count from zero; those gone are lost (rare).
+    parts: dict[str, float] = {"web": 0.0, "worker": 0.0, "database": 0.0}
+    for pid, (part, value) in after.items():
+        parts[part] += value - before.get(pid, (part, 0.0))[1]
+    cpu = sum(parts.values())
     everything: list[float] = []
     for op, values in result["out"].items():
         everything.extend(values)
@@ -150,9 +201,21 @@ def run_level(
                 f"{_percentile(values, 0.95):>8.1f} {_percentile(values, 0.99):>8.1f} {err:>6.1%}"
             )
     total = len(everything) / result["elapsed"]
+    cpu_ms = cpu * 1000 / max(1, len(everything))
     if not quiet:
-        print(f"{clients:>7} {'total':>8} {total:>8.1f} {'':>8} {_percentile(everything, 0.95):>8.1f}")
-    return {"rate": total, "p95": _percentile(everything, 0.95), "errors": sum(result["errors"].values())}
+        count = max(1, len(everything))
+        split = ", ".join(f"{part} {value * 1000 / count:.1f}" for part, value in parts.items())
+        print(
+            f"{clients:>7} {'total':>8} {total:>8.1f} {'':>8} {_percentile(everything, 0.95):>8.1f} "
+            f"{'':>8} {'':>6}  server CPU {cpu_ms:.1f} ms/request ({split}; "
+            f"{(os.cpu_count() or 1) * 1000 / cpu_ms if cpu_ms else float('nan'):.0f} req/s on idle cores)"
+        )
+    return {
+        "rate": total,
+        "p95": _percentile(everything, 0.95),
+        "errors": sum(result["errors"].values()),
+        "cpu_ms": cpu_ms,
+    }
 
 
 def main() -> None:
@@ -200,7 +263,8 @@ def main() -> None:
             f"{'clients':>7} {'op':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}"
         )
         for clients in [int(x) for x in args.levels.split(",")]:
-            run_level(base, secret, agent_id, clients, args.seconds)
+            run_level(base, secret, agent_id, clients, args.seconds, server_pid=server.pid)
+        print(f"machine at end: {describe()}")
     finally:
         server.terminate()
         try:

@@ -44,6 +44,15 @@ def jaccard(a: Any, b: Any) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
+def _set_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """:func:`jaccard` of two sets, without copying them (the same float: the same
+    two counts divided)."""
+    if not a or not b:
+        return 0.0
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)
+
+
 def cosine(a: Any, b: Any) -> float:
     a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
     denom = float(np.linalg.norm(a) * np.linalg.norm(b)) or 1.0
@@ -102,19 +111,22 @@ def matching_spans(
 # b.rank is the position of the new edge's item among the new edges' items: an edge
 # does not see the new edges of a later item (%(later)s), as if the items had been
 # linked one after the other; every other edge of the tenant it sees.
+# A row carries ids and the distance only: the same few hundred candidates recur
+# across a batch's edges (thousands of rows), so their terms come once each from a
+# second statement instead of once per row.
 _CANDIDATES = """
-SELECT %(direction)s, e.id, n.id, n.terms, n.distance
+SELECT %(direction)s, e.id, n.id, n.distance
 FROM unnest(%(edges)s::bigint[], %(ranks)s::int[]) AS b(id, rank)
 JOIN memory_causal_edge e ON e.id = b.id CROSS JOIN LATERAL (
-    SELECT o.id, o.{theirs}_terms AS terms, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
+    SELECT o.id, o.{theirs}_embedding <=> e.{mine}_embedding AS distance
     FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id AND %(later)s
     ORDER BY o.{theirs}_embedding <=> e.{mine}_embedding LIMIT %(nearest)s
 ) n
 UNION ALL
-SELECT %(direction)s, e.id, s.id, s.terms, o.{theirs}_embedding <=> e.{mine}_embedding
+SELECT %(direction)s, e.id, s.id, o.{theirs}_embedding <=> e.{mine}_embedding
 FROM unnest(%(edges)s::bigint[], %(ranks)s::int[]) AS b(id, rank)
 JOIN memory_causal_edge e ON e.id = b.id CROSS JOIN LATERAL (
-    SELECT o.id, o.{theirs}_terms AS terms
+    SELECT o.id
     FROM memory_causal_edge o WHERE o.tenant_id = %(tenant)s AND o.id <> e.id
         AND o.{theirs}_terms && e.{mine}_terms AND %(later)s
     ORDER BY o.id DESC LIMIT %(sharing)s
@@ -133,6 +145,7 @@ _LINK_SQL = " UNION ALL ".join(
     + ")"
     for direction, mine, theirs in (("out", "effect", "cause"), ("in", "cause", "effect"))
 )
+_TERMS_SQL = "SELECT id, cause_terms, effect_terms FROM memory_causal_edge WHERE id = ANY(%s::bigint[])"
 
 
 def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
@@ -165,13 +178,19 @@ def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
             },
         )
         rows = cursor.fetchall()
-    for direction, edge_id, other_id, other_terms, distance in rows:
+        # Both sides of every candidate, once each: "out" compares with the other
+        # edge's cause, "in" with its effect.
+        sides: dict[int, dict[str, frozenset[str]]] = {}
+        if rows:
+            cursor.execute(_TERMS_SQL, [sorted({row[2] for row in rows})])
+            for pk, cause, effect in cursor.fetchall():
+                sides[pk] = {"out": frozenset(cause), "in": frozenset(effect)}
+    mine = {pk: {"out": frozenset(e.effect_terms), "in": frozenset(e.cause_terms)} for pk, e in by_id.items()}
+    for direction, edge_id, other_id, distance in rows:
         matches = found.setdefault((direction, edge_id), {})
         if other_id in matches:
             continue
-        edge = by_id[edge_id]
-        terms = edge.effect_terms if direction == "out" else edge.cause_terms
-        overlap = jaccard(terms, other_terms)
+        overlap = _set_jaccard(mine[edge_id][direction], sides[other_id][direction])
         if overlap >= TERM_OVERLAP:
             matches[other_id] = Match(other_id, SpanLink.Method.TERMS, overlap)
         elif distance is not None and 1 - distance >= threshold:

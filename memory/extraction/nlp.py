@@ -69,6 +69,29 @@ def parse(texts: list[str]) -> list[Any]:
     return docs
 
 
+# The entity recognizer runs after the lemmatizer and has a tok2vec of its own: it
+# changes no lemma, and it is about half of a short text's parse. The parser stays:
+# the attribute ruler reads its dependency labels (an auxiliary "affects" keeps
+# its form, a verb "affects" becomes "affect").
+_NOT_FOR_LEMMAS = ("ner",)
+
+
+def lemma_docs(texts: list[str]) -> list[Any]:
+    """One document per text with the same tokens, tags and lemmas as :func:`parse`
+    (tested) but maybe no entities: a recent full parse of the text when there is
+    one, else a parse without the entity recognizer. These partial documents are not
+    cached, so no reader of :func:`parse` ever sees one."""
+    docs: list[Any] = [_cached(text) for text in texts]
+    missing = sorted({text for text, doc in zip(texts, docs, strict=True) if doc is None})
+    if missing:
+        nlp = get_nlp()
+        disable = [name for name in _NOT_FOR_LEMMAS if name in nlp.pipe_names]
+        with run_lock:
+            made = dict(zip(missing, nlp.pipe(missing, batch_size=BATCH_SIZE, disable=disable), strict=True))
+        docs = [doc if doc is not None else made[text] for text, doc in zip(texts, docs, strict=True)]
+    return docs
+
+
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` as the parser sees them (empty pieces dropped)."""
     return [sent.text.strip() for sent in parse([text])[0].sents if sent.text.strip()]

@@ -19,7 +19,7 @@ from memory.extraction.causal import Relation, extract_relations
 from memory.extraction.entities import FoundEntity, find_entities
 from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
-from memory.extraction.nlp import parse
+from memory.extraction.nlp import lemma_docs, parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
 logger = logging.getLogger(__name__)
@@ -30,9 +30,10 @@ EXTRACT_BATCH = 16
 
 
 def span_terms(texts: list[str]) -> list[list[str]]:
-    """Each span's content lemmas, lowercased and sorted: what normalized overlap compares."""
+    """Each span's content lemmas, lowercased and sorted: what normalized overlap compares.
+    Lemmas need no entity recognition, so the spans are parsed without it."""
     out = []
-    for doc in parse(texts) if texts else []:
+    for doc in lemma_docs(texts) if texts else []:
         terms = {
             t.lemma_.lower()
             for t in doc

@@ -45,6 +45,32 @@ def test_rules_read_cause_and_effect_in_both_directions(text, cause, effect):
     assert (cause, effect) in [(c, e) for c, e, _ in found], found
 
 
+SPAN_TEXTS = [
+    # "affects" is tagged AUX or VERB by the attribute ruler from its dependency label
+    "I need to understand how completing homework affects student grades",
+    "the checkout service slowed to a crawl in incident 4",
+    "Angry support tickets from Alice Smith in Berlin",
+    "A missing database index",
+    "the workers time out",
+    "The outage was caused by a faulty router",
+]
+
+
+def test_span_terms_skip_entity_recognition_and_keep_the_full_parse_lemmas():
+    from memory.extraction import nlp
+    from memory.extraction.pipeline import span_terms
+
+    nlp._docs.clear()
+    light = nlp.lemma_docs(SPAN_TEXTS)
+    assert not any(doc.has_annotation("ENT_IOB") for doc in light)  # no entity recognition ran
+    terms = span_terms(SPAN_TEXTS)
+    full = parse(SPAN_TEXTS)
+    assert all(doc.has_annotation("ENT_IOB") and doc.has_annotation("DEP") for doc in full)  # not cached
+    assert [[t.lemma_ for t in doc] for doc in light] == [[t.lemma_ for t in doc] for doc in full]
+    assert [[t.pos_ for t in doc] for doc in light] == [[t.pos_ for t in doc] for doc in full]
+    assert span_terms(SPAN_TEXTS) == terms  # now from the cached full parses
+
+
 def test_no_connective_no_edge():
     assert relations("The disk filled up. The service stopped.") == []
     assert relations("She arrived after the meeting.") == []
@@ -538,7 +564,8 @@ def test_span_links_are_the_per_span_rule_applied_in_one_statement(
     }
     assert expected and stored == expected
     SpanLink.objects.filter(models_q_either(ids)).delete()
-    with django_assert_max_num_queries(5):  # savepoint, SET LOCAL, the candidates, the insert, release
+    # savepoint, SET LOCAL, the candidates, their terms, the insert, release
+    with django_assert_max_num_queries(6):
         link_edges(world.tenant.pk, edges)
 
 
