@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from governance.models import Agent, Tenant
-from governance.services.erasure import DeleterResult, ErasureTarget
+from governance.services.erasure import DeleterResult, ErasureTarget, HeldTally
 from memory.holds import audit_blocked, holds_covering_subject
 from providers.adapters.base import AdapterError, MemoryAdapter, OperationContext, WriteResult
 from providers.models import EngineInstance, ProviderWrite
@@ -171,14 +171,12 @@ def erase_subject_writes(target: ErasureTarget) -> DeleterResult:
     )
     if target.agent_id:
         writes = writes.filter(agent_id=target.agent_id)
-    sealed, kept = 0, 0
-    by_hold: dict[str, int] = {}
+    sealed = 0
+    kept = HeldTally()
     for write in writes:
         holds = holds_covering_subject(target.tenant_id, subject=target.subject, agent_id=write.agent_id)
         if holds:
-            kept += 1
-            for hold in holds:
-                by_hold[str(hold.pk)] = by_hold.get(str(hold.pk), 0) + 1
+            kept.keep(holds)
             continue
         if write.status == ProviderWrite.Status.QUEUED:
             write.status = ProviderWrite.Status.FAILED
@@ -188,17 +186,5 @@ def erase_subject_writes(target: ErasureTarget) -> DeleterResult:
         write.scope = sealed_scope(write.scope)
         write.save(update_fields=["status", "reason", "settled_at", "next_check_at", "scope", "updated_at"])
         sealed += 1
-    held = (
-        [
-            {
-                "table": "providers_providerwrite",
-                "count": kept,
-                "holds": sorted(by_hold),
-                "by_hold": by_hold,
-                "flagged": 0,
-            }
-        ]
-        if kept
-        else []
-    )
-    return DeleterResult(counts={"providers_providerwrite": sealed} if sealed else {}, held=held)
+    counts = {"providers_providerwrite": sealed} if sealed else {}
+    return DeleterResult(counts=counts, held=kept.entries("providers_providerwrite"))

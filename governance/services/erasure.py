@@ -26,7 +26,7 @@ transaction, so a run either completes or fails without deleting anything.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,34 @@ class DeleterResult:
     content_hashes: list[str] = field(default_factory=list)
     # Per named dataset this deleter erased from: {"name", "deleted", "held", ...}.
     datasets: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class HeldTally:
+    """Rows a deleter kept under hold, counted per hold, as ``DeleterResult.held``."""
+
+    count: int = 0
+    flagged: int = 0
+    by_hold: dict[str, int] = field(default_factory=dict)
+
+    def keep(self, holds: Iterable[Any], *, flagged: bool = False) -> None:
+        self.count += 1
+        self.flagged += int(flagged)
+        for hold in holds:
+            self.by_hold[str(hold.pk)] = self.by_hold.get(str(hold.pk), 0) + 1
+
+    def entries(self, table: str) -> list[dict[str, Any]]:
+        if not self.count:
+            return []
+        return [
+            {
+                "table": table,
+                "count": self.count,
+                "holds": sorted(self.by_hold),
+                "by_hold": dict(self.by_hold),
+                "flagged": self.flagged,
+            }
+        ]
 
 
 SubjectDeleter = Callable[[ErasureTarget], DeleterResult]

@@ -367,7 +367,7 @@ def erase_subject_ingests(target: Any) -> Any:
     would store. Registered before the memory deleter, so a batch the worker is
     storing right now commits first and is erased with the rest."""
     from governance.models import LegalHold
-    from governance.services.erasure import DeleterResult
+    from governance.services.erasure import DeleterResult, HeldTally
 
     cover = Q()
     if target.subject:
@@ -391,8 +391,8 @@ def erase_subject_ingests(target: Any) -> Any:
     if target.agent_id:
         jobs = jobs.filter(result__pending__agent=str(target.agent_id))
     holds = Holds(target.tenant_id)
-    cancelled = kept = flagged = 0
-    by_hold: dict[str, int] = {}
+    cancelled = 0
+    kept = HeldTally()
     for job in jobs:
         # Wait for a batch the worker is storing now (it holds this lock for the batch).
         with connection.cursor() as cursor:
@@ -413,10 +413,7 @@ def erase_subject_ingests(target: Any) -> Any:
             or (h.target == LegalHold.Target.SCOPE and h.scope == fields.get("scope"))
         ]
         if covering or fields.get("legal_hold"):
-            kept += 1
-            flagged += 0 if covering else 1
-            for hold in covering:
-                by_hold[str(hold.pk)] = by_hold.get(str(hold.pk), 0) + 1
+            kept.keep(covering, flagged=not covering)
             continue
         job_finish(
             job,
@@ -424,20 +421,8 @@ def erase_subject_ingests(target: Any) -> Any:
             error="Cancelled: an erasure covers this ingest; its texts were dropped.",
         )
         cancelled += 1
-    held = (
-        [
-            {
-                "table": "governance_job",
-                "count": kept,
-                "holds": sorted(by_hold),
-                "by_hold": by_hold,
-                "flagged": flagged,
-            }
-        ]
-        if kept
-        else []
-    )
-    return DeleterResult(counts={"governance_job": cancelled} if cancelled else {}, held=held)
+    counts = {"governance_job": cancelled} if cancelled else {}
+    return DeleterResult(counts=counts, held=kept.entries("governance_job"))
 
 
 def knowledge_ingest_run(*, job_id: Any) -> Job | None:
