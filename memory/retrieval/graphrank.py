@@ -430,7 +430,7 @@ def rank(
                 keyword_rank=hit.keyword_rank if hit else None,
             )
         )  # fmt: skip
-    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    ranked.sort(key=_order)
     # The graph orders what follows the best direct match, never demotes it.
     if not ranked:
         return []
@@ -462,8 +462,14 @@ def rank(
         if basis != "asserted":
             bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
         found.score += bonus
-    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    ranked.sort(key=_order)
     return [best, *ranked][:limit]
+
+
+def _order(r: Ranked) -> tuple[float, float, str]:
+    # Scores equal to 1e-9 are a tie (facts of one wording; the solver's last bits must
+    # not order them): relevance, then the id decide.
+    return (-round(r.score, 9), -r.relevance, str(r.item.pk))
 
 
 def link_basis(

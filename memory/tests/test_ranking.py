@@ -373,3 +373,15 @@ def test_the_depot_ranking_is_pinned(access, depot, query):
         for r in _rank(access, query, top_k=10)
     ]
     assert got == PINNED[query]
+
+
+def test_scores_equal_to_the_solvers_precision_are_a_tie_broken_by_relevance():
+    import uuid
+
+    def ranked(score, rel):
+        item = MemoryItem(id=uuid.uuid4(), content="x")
+        return graphrank.Ranked(item, score, rel, rel, 0.0, 0.0, "seed", 0, item.pk)
+
+    noisy, relevant = ranked(1.0 + 1e-12, 0.2), ranked(1.0, 0.5)
+    assert sorted([noisy, relevant], key=graphrank._order) == [relevant, noisy]
+    assert sorted([ranked(1.1, 0.2), relevant], key=graphrank._order)[0].score == 1.1
