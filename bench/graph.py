@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/graph.py                          # 10,000 and 100,000 facts
     .venv/bin/python bench/graph.py --sizes 10000 --queries 50
+    .venv/bin/python bench/graph.py --sizes 10000 --queries 20 --sample 0 --stages
 
 Runs in a database of its own (FEDMEM_DB_NAME, default ``fedmem_bench_graph``).
 
@@ -306,7 +307,7 @@ def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-unty
     )
 
 
-def measure(access, size: int, queries: int) -> None:  # type: ignore[no-untyped-def]
+def measure(access, size: int, queries: int, stages: bool = False) -> None:  # type: ignore[no-untyped-def]
     from memory.enforcement import Keys, read_scopes, visible_q
     from memory.models import MemoryItem
     from memory.reasoning import graph
@@ -341,6 +342,57 @@ def measure(access, size: int, queries: int) -> None:  # type: ignore[no-untyped
             f"{name} at {size:,} facts: p50 {percentile(values, 0.5):.1f} ms, "
             f"p95 {percentile(values, 0.95):.1f} ms ({len(values)} calls)"
         )
+    if stages:
+        rank_stages(access, view, size, queries)
+
+
+# The steps of the graph-aware rank that --stages times (names graphrank calls).
+STAGES = [
+    "retrieve", "_session_neighbours", "_term_neighbours", "_causal_neighbours", "item_mentions",
+    "entity_weights", "_entity_neighbours", "entity_synonyms", "session_sizes", "support",
+    "asserted_links", "Pool", "walk_back",
+]  # fmt: skip
+
+
+def rank_stages(access, view, size: int, queries: int) -> None:  # type: ignore[no-untyped-def]
+    """Where the graph-aware rank's time goes: each step's mean wall time per call."""
+    from memory.enforcement import Keys
+    from memory.retrieval import graphrank
+    from memory.retrieval.hybrid import RecallQuery
+
+    spent: dict[str, float] = defaultdict(float)
+
+    def timed(name: str, f):  # type: ignore[no-untyped-def]
+        def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+            began = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - began
+
+        return call
+
+    originals = {name: getattr(graphrank, name) for name in STAGES}
+    rng = random.Random(5)
+    try:
+        for name, f in originals.items():
+            setattr(graphrank, name, timed(name, f))
+        began = time.perf_counter()
+        for _ in range(queries):
+            n = rng.randrange(max(1, size // 3))
+            query = RecallQuery(
+                query=f"what happened in incident {n}", scopes=("agent",), keys=Keys(), top_k=5
+            )
+            graphrank.rank(access, query, view, hops=2, limit=20, max_visited=200)
+        total = (time.perf_counter() - began) * 1000 / queries
+    finally:
+        for name, f in originals.items():
+            setattr(graphrank, name, f)
+    print(f"graph-aware rank by step at {size:,} facts ({queries} calls, mean per call {total:.1f} ms):")
+    for name, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {name}: {seconds * 1000 / queries:.1f} ms")
+    rest = total - sum(spent.values()) * 1000 / queries
+    print(f"  the rest (graph building, fusion, chain bonus): {rest:.1f} ms")
 
 
 def main() -> None:
@@ -352,6 +404,9 @@ def main() -> None:
     )
     parser.add_argument("--sample", type=int, default=300, help="facts for the extraction throughput (300)")
     parser.add_argument("--queries", type=int, default=100, help="discover and trace calls per size (100)")
+    parser.add_argument(
+        "--stages", action="store_true", help="then time the graph-aware rank step by step (as many calls)"
+    )
     args = parser.parse_args()
 
     import django
@@ -395,7 +450,7 @@ def main() -> None:
             bulk_load(tenant, agent, generate(size, seed=7))
         else:
             print(f"  {size:,} facts already loaded")
-        measure(system_access(agent), size, args.queries)
+        measure(system_access(agent), size, args.queries, args.stages)
 
 
 if __name__ == "__main__":

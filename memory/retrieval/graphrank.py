@@ -430,12 +430,13 @@ def rank(
                 keyword_rank=hit.keyword_rank if hit else None,
             )
         )  # fmt: skip
-    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    ranked.sort(key=_order)
     # The graph orders what follows the best direct match, never demotes it.
-    best = max(ranked, key=lambda x: (x.relevance, -ranked.index(x)), default=None)
-    if best is None:
+    if not ranked:
         return []
-    ranked.remove(best)
+    # The first of the most relevant, by position (not list.index: quadratic).
+    at = max(range(len(ranked)), key=lambda i: (ranked[i].relevance, -i))
+    best = ranked.pop(at)
     # Then the causes behind it, walked back one best cause at a time (the chain a
     # why-question asks for), through the best-ranked facts of the neighbourhood.
     pool = [best.item.pk, *(r.item.pk for r in ranked[:CHAIN_POOL])]
@@ -461,8 +462,14 @@ def rank(
         if basis != "asserted":
             bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
         found.score += bonus
-    ranked.sort(key=lambda x: (-x.score, -x.relevance, str(x.item.pk)))
+    ranked.sort(key=_order)
     return [best, *ranked][:limit]
+
+
+def _order(r: Ranked) -> tuple[float, float, str]:
+    # Scores equal to 1e-9 are a tie (facts of one wording; the solver's last bits must
+    # not order them): relevance, then the id decide.
+    return (-round(r.score, 9), -r.relevance, str(r.item.pk))
 
 
 def link_basis(
@@ -506,8 +513,17 @@ def support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
         adjacency, out_weight[:, None], out=np.zeros_like(adjacency), where=out_weight[:, None] > 0
     )
     n = len(restart)
-    m = (1 - DAMPING) * np.linalg.inv(np.eye(n) - DAMPING * transition)
-    return np.maximum(restart @ m - restart * np.diag(m), 0.0)
+    # Only pi and diag(M) at the restart nodes are needed: one solve of A^T against
+    # restart and the restart nodes' unit vectors (row s of A^-1 is column s of A^-T),
+    # not the full inverse (an order of magnitude slower at a few hundred nodes).
+    seeds = np.flatnonzero(restart)
+    rhs = np.zeros((n, len(seeds) + 1))
+    rhs[:, 0] = restart
+    rhs[seeds, np.arange(1, len(seeds) + 1)] = 1.0
+    solved = np.linalg.solve((np.eye(n) - DAMPING * transition).T, rhs)
+    own = np.zeros(n)
+    own[seeds] = solved[seeds, np.arange(1, len(seeds) + 1)]
+    return np.maximum((1 - DAMPING) * (solved[:, 0] - restart * own), 0.0)
 
 
 def personalized_pagerank(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:

@@ -323,3 +323,65 @@ def test_the_best_matchs_session_brings_the_turns_told_before_it(access, monkeyp
     assert ranked[0].item.content == BAKERY[3]
     found = {r.item.content: r for r in ranked}
     assert found[BAKERY[0]].kind == "session"
+
+
+def test_support_equals_the_exact_inverse_on_a_random_graph():
+    # The solve reads only the rows it needs; it must give the full inverse's figures.
+    rng = np.random.default_rng(5)
+    n = 60
+    a = np.zeros((n, n))
+    for _ in range(150):
+        i, j = rng.integers(0, n, 2)
+        a[i, j] = a[j, i] = a[i, j] + rng.random()
+    a[7, :] = a[:, 7] = 0  # a node without edges keeps its mass and gets no support
+    restart = np.zeros(n)
+    restart[[0, 3, 7, 11, 40]] = [0.4, 0.2, 0.1, 0.2, 0.1]
+    out_weight = a.sum(axis=1)
+    transition = np.divide(a, out_weight[:, None], out=np.zeros_like(a), where=out_weight[:, None] > 0)
+    m = (1 - graphrank.DAMPING) * np.linalg.inv(np.eye(n) - graphrank.DAMPING * transition)
+    expected = np.maximum(restart @ m - restart * np.diag(m), 0.0)
+    assert np.allclose(graphrank.support(a, restart), expected, rtol=1e-9, atol=1e-12)
+    assert graphrank.support(a, restart)[7] == pytest.approx(0.0, abs=1e-12)
+
+
+# The depot's ranking as the full-inverse support and list scans gave it: made faster,
+# the rank must order and score the same facts the same way.
+PINNED = {
+    "What happened at the Leeds depot?": [
+        ("With the Leeds depot loading dock closed, trailers queued at the gate for a day.", 1.2542, None),
+        ("A forklift damaged the Leeds depot loading dock on Monday.", 2.444, None),
+        ("The trailers queued at the gate delayed the retailer's northern orders.", 2.444, 1),
+        ("Northern weather rarely delays retailers.", 0.5742, 2),
+        ("The retailer's southern orders are packed in Bristol.", 0.4073, None),
+        ("The retailer counts its orders every Monday.", 0.2548, None),
+    ],
+    "Why were the retailer's northern orders delayed?": [
+        ("The trailers queued at the gate delayed the retailer's northern orders.", 0.9571, None),
+        ("Northern weather rarely delays retailers.", 2.1901, None),
+        ("With the Leeds depot loading dock closed, trailers queued at the gate for a day.", 2.1901, 1),
+        ("The retailer's southern orders are packed in Bristol.", 1.6646, None),
+        ("The retailer counts its orders every Monday.", 1.4985, None),
+        ("A forklift damaged the Leeds depot loading dock on Monday.", 0.7821, 2),
+    ],
+}
+
+
+@pytest.mark.parametrize("query", sorted(PINNED))
+def test_the_depot_ranking_is_pinned(access, depot, query):
+    got = [
+        (r.item.content, round(r.score, 4), (r.chain or {}).get("position"))
+        for r in _rank(access, query, top_k=10)
+    ]
+    assert got == PINNED[query]
+
+
+def test_scores_equal_to_the_solvers_precision_are_a_tie_broken_by_relevance():
+    import uuid
+
+    def ranked(score, rel):
+        item = MemoryItem(id=uuid.uuid4(), content="x")
+        return graphrank.Ranked(item, score, rel, rel, 0.0, 0.0, "seed", 0, item.pk)
+
+    noisy, relevant = ranked(1.0 + 1e-12, 0.2), ranked(1.0, 0.5)
+    assert sorted([noisy, relevant], key=graphrank._order) == [relevant, noisy]
+    assert sorted([ranked(1.1, 0.2), relevant], key=graphrank._order)[0].score == 1.1
