@@ -144,3 +144,20 @@ def test_redis_url_switches_channels_and_cache_and_broker_url_switches_celery():
         "django.core.cache.backends.redis.RedisCache",
         "redis://127.0.0.1:6379/4",
     ]
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, 1), ("2", 2)])
+def test_openblas_runs_one_thread_per_process_unless_the_operator_says_otherwise(given, expected):
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    probe = (
+        "import fedmem_site, numpy, threadpoolctl; "
+        "pools = [p for p in threadpoolctl.threadpool_info() if p['internal_api'] == 'openblas']; "
+        "print(max(p['num_threads'] for p in pools))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) == expected
