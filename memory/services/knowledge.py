@@ -32,8 +32,9 @@ from core.errors import (
 )
 from core.tasks import enqueue_on_commit
 from core.vocabulary import Classification, Kind, RecordKind, Scope
-from governance.models import Job
+from governance.models import Job, LegalHold
 from governance.services.audit import audit_record, subject_hash
+from governance.services.erasure import DeleterResult, ErasureTarget, HeldTally
 from governance.services.jobs import job_finish, job_mark_running
 from memory import enforcement, engines
 from memory.enforcement import Keys, MemoryAccess, read_scopes, visible_q
@@ -360,15 +361,12 @@ def _ingest_lock(job_id: Any) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_INGEST_LOCK, str(job_id)])
 
 
-def erase_subject_ingests(target: Any) -> Any:
+def erase_subject_ingests(target: ErasureTarget) -> DeleterResult:
     """Erasure deleter: a large ingest still waiting for (or in) the worker keeps its
     texts and subject in its job row. An erasure of that subject, or of the ingest's
     dataset, cancels it and drops the texts — unless a hold covers what the ingest
     would store. Registered before the memory deleter, so a batch the worker is
     storing right now commits first and is erased with the rest."""
-    from governance.models import LegalHold
-    from governance.services.erasure import DeleterResult, HeldTally
-
     cover = Q()
     if target.subject:
         cover |= Q(result__pending__fields__user_id=target.subject)
