@@ -136,6 +136,10 @@ class _Operations:
         params = _clean({"cursor": cursor, "limit": limit, "scope": scope})
         return self._run(Call("GET", self._path("knowledge/datasets"), params=params))
 
+    def job(self, job_id: str) -> Any:
+        """Status and progress of a queued ingest or graph build this agent started."""
+        return self._run(Call("GET", f"/v1/jobs/{job_id}"))
+
     def build_knowledge_graph(self, dataset_ids: list[str]) -> Any:
         """Queue the graph build of datasets: ``{"job": {id, status, url}}``."""
         body = {"dataset_ids": dataset_ids}

@@ -20,8 +20,9 @@ from django.http import QueryDict
 from rest_framework import serializers
 
 from core.pagination import CursorPagination
+from governance.job_serializers import JobIdSerializer, JobSerializer
 from governance.models.agents import AgentPermission
-from governance.selectors import access_agent
+from governance.selectors import access_agent, access_job
 from memory import graph_serializers as g
 from memory import knowledge_serializers as knowledge_args
 from memory import serializers as s
@@ -315,6 +316,18 @@ def federated_recall(call: ToolCall) -> dict[str, Any]:
 def ingest_knowledge(call: ToolCall) -> dict[str, Any]:
     request = call.args.to_request(trace_parent=None)
     return knowledge_ops.ingest_knowledge(call.access, request, requested_by=call.principal).body()
+
+
+@tool(
+    "job_status",
+    JobIdSerializer,
+    "Status and progress of a queued ingest or graph build of this agent (the `job.id` that "
+    "ingest_knowledge answered with).",
+    read_only=True,
+)
+def job_status(call: ToolCall) -> dict[str, Any]:
+    access_agent(call.principal, call.agent_id, AgentPermission.CAN_INVOKE)
+    return dict(JobSerializer(access_job(call.principal, call.data["job_id"])).data)
 
 
 @tool(

@@ -62,6 +62,7 @@ __all__ = [
     "can",
     "capabilities_in",
     "is_agent",
+    "register_agent_job_kind",
     "register_job_kind",
     "require",
     "requires",
@@ -138,6 +139,15 @@ _JOB_KINDS: dict[str, Capability] = {
 
 def register_job_kind(kind: str, capability: Capability) -> None:
     _JOB_KINDS[kind] = capability
+
+
+# Kinds of work an agent key starts itself (a queued ingest, a graph build): the agent
+# follows such a job about itself; every other job stays a person's business.
+_AGENT_JOB_KINDS: set[str] = set()
+
+
+def register_agent_job_kind(kind: str) -> None:
+    _AGENT_JOB_KINDS.add(kind)
 
 
 def _is_person(principal: Any) -> bool:
@@ -275,7 +285,11 @@ def _by_capability(read: Capability, change: Capability) -> Any:
 def restrict_jobs(qs: QuerySet[Any], principal: Any, action: str) -> QuerySet[Any]:
     """A job is readable by its creator, by roles holding the capability of its kind
     (``register_job_kind``) and, for a job about an agent, by whoever may view the
-    agent; never by every member of the tenant."""
+    agent; never by every member of the tenant. An agent key reads the jobs about
+    its own agent of the kinds it can start (``register_agent_job_kind``)."""
+    if is_agent(principal):
+        agent = principal.agent
+        return qs.filter(agent=agent, tenant_id=agent.tenant_id, kind__in=sorted(_AGENT_JOB_KINDS))
     if not _is_person(principal):
         return qs.none()
     member_of = memberships_of(principal).values("tenant_id")

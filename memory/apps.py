@@ -9,19 +9,23 @@ class MemoryConfig(AppConfig):
         from django.conf import settings
         from django.db.backends.signals import connection_created
 
+        from governance.authz import register_agent_job_kind
         from governance.services.demo import register_demo_memory_seeder
         from governance.services.erasure import register_dataset_checker, register_subject_deleter
         from memory.embeddings import check_dimension, configured_model_path
         from memory.erasure import check_erasable_datasets, erase_subject_memory
         from memory.models import EMBEDDING_DIMENSIONS
         from memory.services.demo import memory_demo_seed
-        from memory.services.knowledge import erase_subject_ingests
+        from memory.services.knowledge import GRAPH_JOB, INGEST_JOB, erase_subject_ingests
 
         # Queued ingests first: a batch being stored commits before the memory deleter reads.
         register_subject_deleter("knowledge_ingests", erase_subject_ingests)
         register_subject_deleter("memory", erase_subject_memory)
         register_dataset_checker("memory", check_erasable_datasets)
         register_demo_memory_seeder(memory_demo_seed)
+        # An agent that queued an ingest or a graph build follows it at /v1/jobs/{id}.
+        register_agent_job_kind(INGEST_JOB)
+        register_agent_job_kind(GRAPH_JOB)
 
         # Fail at start-up, not on the first write, when the configured embedding
         # model cannot fill the vector column. Reads the model's config files only.

@@ -123,6 +123,7 @@ def test_knowledge_datasets_and_answers(memory):
     assert [r["content"] for r in found["results"]] == [RUNBOOK]
     job = memory.build_knowledge_graph(["runbooks"])["job"]
     assert job["url"] == f"/v1/jobs/{job['id']}"
+    assert memory.job(job["id"])["kind"] == "knowledge_graph"  # the agent's key follows its own job
     relations = memory.dataset_relations("runbooks", limit=10)
     assert relations["dataset_id"] == "runbooks" and relations["engine_id"] == "builtin"
 

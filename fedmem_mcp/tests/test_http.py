@@ -15,7 +15,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import bearer
-from governance.models import ApiKey, Role
+from governance.models import ApiKey, Job, Role
 from governance.tests import factories as f
 from memory.enforcement import system_access
 from memory.models import Dataset, MemoryItem
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TOOLS = {
     "remember", "recall", "search", "update_memory", "forget", "list_memories", "history",
     "discover", "trace", "causal_chain", "what_if", "federated_recall",
-    "ingest_knowledge", "search_knowledge", "answer",
+    "ingest_knowledge", "search_knowledge", "answer", "job_status",
 }  # fmt: skip
 BEGIN = re.compile(r"^<<<MEMORY_DATA_BEGIN nonce=([0-9a-f]{32})>>>$", re.M)
 
@@ -332,6 +332,18 @@ def test_knowledge_tools_answer_like_rest(world, agent_mcp, as_agent):
     answered = ok(agent_mcp.call("answer", query="Why was revenue lost?", mode="recall", scopes=["agent"]))
     assert answered["answer"]["citations"] and answered["facts"][0]["trust"] == "untrusted"
     assert set(answered["answer"]["citations"]) <= {fact["id"] for fact in answered["facts"]}
+
+
+def test_job_status_is_the_rest_job_for_the_agents_own_work(world, agent_mcp, as_agent):
+    own = Job.objects.create(tenant=world.tenant, kind="knowledge_ingest", agent=world.agent, total=3)
+    followed = ok(agent_mcp.call("job_status", job_id=str(own.pk)))
+    assert followed == as_agent(world.agent).get(f"/v1/jobs/{own.pk}").json()
+    assert followed["kind"] == "knowledge_ingest" and followed["total"] == 3
+    sibling = Job.objects.create(tenant=world.tenant, kind="knowledge_ingest", agent=world.sibling)
+    erasure = Job.objects.create(tenant=world.tenant, kind="erasure")
+    for job in (sibling, erasure):
+        assert error(agent_mcp.call("job_status", job_id=str(job.pk)))["code"] == "job_not_found"
+    assert error(agent_mcp.call("job_status", job_id="not-a-uuid"))["code"] == "validation_error"
 
 
 def test_bad_knowledge_input_stores_nothing(agent_mcp):

@@ -5,13 +5,13 @@ from typing import Any
 from rest_framework import serializers
 
 from core.fields import BoundedCharField
+from governance.job_serializers import JobSerializer as JobSerializer  # the REST and MCP shape
 from governance.models import (
     Agent,
     AgentPolicyVersion,
     ApiKey,
     AuditEvent,
     ErasureRequest,
-    Job,
     LegalHold,
     Tenant,
 )
@@ -89,26 +89,6 @@ class GrantSerializer(serializers.Serializer):
     permissions = serializers.ListField(
         child=serializers.ChoiceField(choices=AgentPermission.choices), allow_empty=True, max_length=3
     )
-
-
-class JobSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "kind",
-            "status",
-            "progress",
-            "total",
-            "message",
-            "error",
-            "result",
-            "worker",
-            "attempts",
-            "created_at",
-            "started_at",
-            "finished_at",
-        ]
 
 
 class PrincipalSerializer(serializers.Serializer):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from rest_framework.test import APIClient
 
 from conftest import assert_error
 from governance import authz
@@ -108,6 +109,23 @@ def test_a_job_about_an_agent_follows_the_agent(world, as_user):
     assert as_user(world.owner).get(f"/v1/jobs/{job.pk}").status_code == 200
     assert as_user(world.auditor).get(f"/v1/jobs/{job.pk}").status_code == 200  # reads every agent
     assert_error(as_user(world.teammate).get(f"/v1/jobs/{job.pk}"), 404, "job_not_found")
+
+
+def test_an_agent_key_follows_its_own_ingests_and_graph_builds_only(world, as_agent):
+    agent = as_agent(world.agent)
+    for kind in ("knowledge_ingest", "knowledge_graph"):
+        own = Job.objects.create(tenant=world.tenant, kind=kind, agent=world.agent)
+        assert agent.get(f"/v1/jobs/{own.pk}").status_code == 200, kind
+        sibling = Job.objects.create(tenant=world.tenant, kind=kind, agent=world.sibling)
+        assert_error(agent.get(f"/v1/jobs/{sibling.pk}"), 404, "job_not_found")
+        foreign = Job.objects.create(tenant=world.other_tenant, kind=kind, agent=world.foreign_agent)
+        assert_error(agent.get(f"/v1/jobs/{foreign.pk}"), 404, "job_not_found")
+        assert_error(as_agent(world.foreign_agent).get(f"/v1/jobs/{own.pk}"), 404, "job_not_found")
+    # Work a person runs about the agent, and tenant-wide work, stay the people's.
+    for kind, about in (("candidates_import", world.agent), ("erasure", None), ("self_check", None)):
+        job = Job.objects.create(tenant=world.tenant, kind=kind, agent=about)
+        assert_error(agent.get(f"/v1/jobs/{job.pk}"), 404, "job_not_found")
+    assert_error(APIClient().get(f"/v1/jobs/{own.pk}"), 401)
 
 
 def test_the_dashboard_lists_only_jobs_the_user_may_follow(world):

@@ -300,6 +300,7 @@ def _count_documents(dataset: Dataset, documents: int, legal_hold: bool) -> None
 # --- large ingests as a job ---------------------------------------------------------------
 
 INGEST_JOB = "knowledge_ingest"
+GRAPH_JOB = "knowledge_graph"
 
 
 def _ingest_job(
@@ -321,6 +322,7 @@ def _ingest_job(
         job = Job.objects.create(
             tenant_id=access.tenant_id,
             kind=INGEST_JOB,
+            agent=access.agent,
             total=chunks,
             created_by=requested_by if getattr(requested_by, "pk", None) else None,
             message=f"{name}: {len(texts)} texts, {chunks} chunks",
@@ -571,7 +573,7 @@ def _graph_job(access: MemoryAccess, datasets: list[Dataset], requested_by: Any)
     )
     job = Job.objects.create(
         tenant_id=access.tenant_id,
-        kind="knowledge_graph",
+        kind=GRAPH_JOB,
         agent=access.agent,
         total=total,
         created_by=requested_by if getattr(requested_by, "pk", None) else None,

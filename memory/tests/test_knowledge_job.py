@@ -42,6 +42,18 @@ def test_a_large_ingest_answers_202_with_a_job_and_stores_nothing_yet(world, as_
     assert followed.status_code == 200 and followed.json()["status"] == "queued"
 
 
+def test_the_agent_that_queued_an_ingest_follows_its_job(world, as_agent, small_bound):
+    client = as_agent(world.agent)
+    response = client.post(url(world.agent), {"texts": _texts(), "dataset_id": "drills"}, format="json")
+    assert response.status_code == 202, response.content
+    job_url = response.json()["job"]["url"]
+    assert Job.objects.get(pk=response.json()["job"]["id"]).agent == world.agent
+    followed = client.get(job_url)
+    assert followed.status_code == 200 and followed.json()["status"] == "queued"
+    assert_error(as_agent(world.sibling).get(job_url), 404, "job_not_found")
+    assert_error(as_agent(world.foreign_agent).get(job_url), 404, "job_not_found")
+
+
 def test_the_job_stores_the_chunks_with_progress_and_drops_the_texts(world, as_user, small_bound):
     client = as_user(world.owner)
     body = client.post(
