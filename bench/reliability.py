@@ -22,6 +22,7 @@ runs a shorter version in CI.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -136,6 +137,36 @@ def server_connections(data_dir: Path) -> int:
     return int(rows[0][0])
 
 
+def process_memory(server: Server) -> dict[str, int]:
+    """Resident memory (MiB) of the server's processes by role: the supervisor
+    (`fedmem_run`), the web processes, the Celery worker with its pool, and the
+    embedded PostgreSQL (shared buffers count once per backend there, so the web and
+    worker figures are the ones that show a leak)."""
+    import psutil
+
+    assert server.proc is not None
+    roles = {"supervisor": 0, "web": 0, "worker": 0, "postgres": 0}
+    root = psutil.Process(server.proc.pid)
+    family = [root, *root.children(recursive=True)]
+    postmaster = server.data_dir / "pgdata" / "postmaster.pid"
+    with contextlib.suppress(OSError, psutil.NoSuchProcess):
+        database = psutil.Process(int(postmaster.read_text().split()[0]))
+        family += [database, *database.children(recursive=True)]
+    for process in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            command = " ".join(process.cmdline())
+            if "postgres" in command:
+                role = "postgres"
+            elif "celery" in command:
+                role = "worker"
+            elif "fedmem_run" in command:
+                role = "supervisor"
+            else:
+                role = "web"  # uvicorn and the processes it spawned
+            roles[role] += process.memory_info().rss
+    return {role: rss // 2**20 for role, rss in roles.items()}
+
+
 class Client:
     def __init__(self, base: str, key: str) -> None:
         self.base = base
@@ -183,6 +214,9 @@ def sequential(server: Server, key: str, total: int) -> dict[str, object]:
     peak = before
     began = time.monotonic()
     n = 0
+    # Memory after the first tenth (models loaded, caches warm) against the end: growth
+    # past the warm-up is what a long-running server would keep accumulating.
+    warm: dict[str, int] | None = None
     while client.count < total:
         topic = topics[n % len(topics)]
         step = n % 6
@@ -205,6 +239,8 @@ def sequential(server: Server, key: str, total: int) -> dict[str, object]:
         n += 1
         if n % 250 == 0:
             peak = max(peak, server_connections(server.data_dir))
+        if warm is None and client.count >= max(total // 10, 1):
+            warm = process_memory(server)
     elapsed = time.monotonic() - began
     time.sleep(2)  # let the worker finish the last extraction it took
     after = server_connections(server.data_dir)
@@ -215,6 +251,8 @@ def sequential(server: Server, key: str, total: int) -> dict[str, object]:
         "connections_before": before,
         "connections_peak": max(peak, after),
         "connections_after": after,
+        "memory_mib_after_warmup": warm,
+        "memory_mib_after": process_memory(server),
         "seconds": round(elapsed, 1),
     }
 

@@ -71,6 +71,9 @@ def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
             assert time.monotonic() < deadline, (tmp_path / "run.log").read_text()
             time.sleep(0.5)
         family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        # Set-up ran in a child: the supervisor, up as long as the server, holds no model.
+        libraries = {Path(m.path).name for m in psutil.Process(proc.pid).memory_maps()}
+        assert not {name for name in libraries if "torch" in name or "onnxruntime" in name}
     finally:
         # Ctrl-C in a terminal signals the whole foreground process group.
         os.killpg(proc.pid, signal.SIGINT)

@@ -1,5 +1,8 @@
 """Run fedmem on one machine: migrations, demo data, web server and Celery worker.
 
+Set-up (migrations, the ONNX export, the demo tenant) runs in a child process
+(`fedmem_setup`), so this supervisor never holds a model.
+
 Ctrl-C (or SIGTERM) stops the children and then this process, which holds the
 embedded PostgreSQL handle last, so the database shuts down cleanly too.
 """
@@ -7,20 +10,21 @@ embedded PostgreSQL handle last, so the database shuts down cleanly too.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from core.database import prune_dead_handles
-from core.demo import demo_seed
 from core.env import env_int, env_str
 
 
@@ -89,6 +93,20 @@ class Supervised:
 class Command(BaseCommand):
     help = "Migrate, seed the demo tenant, and run the web server and a Celery worker together."
 
+    def set_up(self, *, no_demo: bool) -> dict[str, Any] | None:
+        """`fedmem_setup` in a child process: the models it loads leave with it, and
+        this process, which stays up as long as the server, keeps only Django."""
+        with tempfile.TemporaryDirectory(prefix="fedmem-setup-") as tmp:
+            out = Path(tmp) / "demo.json"
+            command = [sys.executable, "manage.py", "fedmem_setup", "--demo-out", str(out)]
+            if no_demo:
+                command.append("--no-demo")
+            done = subprocess.run(command, cwd=settings.BASE_DIR, check=False)  # noqa: S603 - our own argv
+            if done.returncode:
+                raise CommandError(f"fedmem_setup failed with exit code {done.returncode}")
+            demo: dict[str, Any] | None = json.loads(out.read_text())
+            return demo
+
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=env_str("FEDMEM_HOST", "127.0.0.1"))
         parser.add_argument(
@@ -106,11 +124,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        call_command("migrate", interactive=False, verbosity=0)
-        # The ONNX export (first start only) before the children, which would
-        # otherwise all wait on one of them making it.
-        call_command("fedmem_prepare_models")
-        demo = None if options["no_demo"] or settings.PRODUCTION else demo_seed()
+        demo = self.set_up(no_demo=options["no_demo"])
         python = sys.executable
         beat_schedule = str(settings.DATA_DIR / "celerybeat-schedule")
 
