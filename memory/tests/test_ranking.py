@@ -385,3 +385,69 @@ def test_scores_equal_to_the_solvers_precision_are_a_tie_broken_by_relevance():
     noisy, relevant = ranked(1.0 + 1e-12, 0.2), ranked(1.0, 0.5)
     assert sorted([noisy, relevant], key=graphrank._order) == [relevant, noisy]
     assert sorted([ranked(1.1, 0.2), relevant], key=graphrank._order)[0].score == 1.1
+
+
+def test_entity_vectors_read_in_binary_are_the_stored_vectors(access):
+    from memory.models import Entity
+    from memory.models.items import EMBEDDING_DIMENSIONS
+
+    # Random float32s: most have no short decimal form, so the text form must round-trip.
+    rng = np.random.default_rng(11)
+    made = [
+        Entity.objects.create(
+            tenant_id=access.tenant_id, name=f"e{n}", normalized=f"e{n}",
+            embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32),
+        )
+        for n in range(5)
+    ]  # fmt: skip
+    wanted = [made[3].pk, made[0].pk, made[4].pk]
+    ids, matrix = graphrank.entity_vectors(wanted)
+    text = dict(Entity.objects.filter(pk__in=wanted).values_list("pk", "embedding"))
+    assert ids == sorted(wanted)
+    assert matrix.dtype == np.float32 and matrix.shape == (3, EMBEDDING_DIMENSIONS)
+    # Bit for bit what the text form parses to, as the float32s the column stores.
+    assert np.array_equal(matrix, np.asarray([text[pk] for pk in ids], dtype=np.float32))
+    assert graphrank.entity_vectors([])[0] == []
+
+
+def test_entity_synonyms_pair_the_near_names_only(access, settings):
+    from memory.models import Entity
+    from memory.models.items import EMBEDDING_DIMENSIONS
+
+    settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD = 0.9
+    base = np.zeros(EMBEDDING_DIMENSIONS, dtype=np.float32)
+    base[0] = 1.0
+    near = base.copy()
+    near[1] = 0.2  # cosine ~0.98
+    far = np.zeros(EMBEDDING_DIMENSIONS, dtype=np.float32)
+    far[2] = 1.0
+    a, b, c = (
+        Entity.objects.create(tenant_id=access.tenant_id, name=n, normalized=n, embedding=v)
+        for n, v in [("loading bays", base), ("the remaining bay", near), ("payroll", far)]
+    )
+    [(x, y, sim)] = graphrank.entity_synonyms([c.pk, b.pk, a.pk])
+    assert {x, y} == {a.pk, b.pk}
+    assert sim == pytest.approx(1 / np.sqrt(1.04), rel=1e-6)
+
+
+def test_bm25_scores_items_of_one_wording_alike_and_breaks_their_tie_by_recency(access):
+    from memory.tests.conftest import remember
+
+    # One wording (the same lexemes), three items (a write differing only in case is
+    # the same memory).
+    same = [
+        remember(access, text, scope="agent").item
+        for text in [
+            "The boiler in block C failed after the frost.", "The boiler in block C failed after the frost!",
+            "The boiler in block C failed, after the frost.",
+        ]
+    ]  # fmt: skip
+    remember(access, "The frost closed the roads to block C.", scope="agent")
+    remember(access, "Block D kept its heating through the frost.", scope="agent")
+    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    rows = lexical.bm25_rows(base, access.tenant_id, "boiler failed in block C frost", 10)
+    head = rows[:3]
+    assert {pk for pk, *_ in head} == {i.pk for i in same}
+    assert len({score for _pk, score, _c, _cov in head}) == 1  # equal to the last bit
+    assert [created for _pk, _s, created, _cov in head] == sorted((i.created_at for i in same), reverse=True)
+    assert all(score < head[0][1] for _pk, score, _c, _cov in rows[3:])
