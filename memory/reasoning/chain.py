@@ -34,8 +34,9 @@ of the second half of the sentence by word position, names E's theme, the first
 half: language-blind), or E's edge naming a cause span C states; the English parse
 counts only between English facts; two facts on one theme that do not progress are
 siblings and no step; the reverse reading may not score higher at all unless E names
-its own cause span; and hubs are counted among the items of the lexeme's language
-(``Pool(per_language=True)``). The ranking keeps the lenient walk.
+its own cause span; two facts sharing most of their word stems (``RESTATEMENT``)
+restate one matter and are no step; and hubs are counted among the items of the
+lexeme's language (``Pool(per_language=True)``). The ranking keeps the lenient walk.
 Everything here reads rows; nothing is written.
 """
 
@@ -62,6 +63,8 @@ SESSION_BONUS = 0.1
 # The reverse reading must not beat the forward one by more than this.
 REVERSE_MARGIN = 0.05
 MAX_FACTS = 6
+# Facts whose words overlap this much (Jaccard of stems) say the same thing.
+RESTATEMENT = 0.6
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,14 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     return out
 
 
+def _restates(cause: Profile, effect: Profile) -> bool:
+    """Two facts that share most of their words restate one matter (or state two
+    versions of it: "The vendor raised the licence fee by 10%." and "The vendor cut
+    the licence fee by 10%."): neither causes the other."""
+    union = cause.words | effect.words
+    return bool(union) and len(cause.words & effect.words) / len(union) >= RESTATEMENT
+
+
 def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
     from memory.reasoning.implicit import Side, get_scorer
 
@@ -248,6 +259,8 @@ def cause_score(
     ``strict``: the rules of the chain an answer states (see the module doc)."""
     if (cause.pk, effect.pk) in asserted:
         return asserted[(cause.pk, effect.pk)][0]
+    if strict and _restates(cause, effect):
+        return 0.0
     forward = _implicit(cause, effect, strict)
     if forward < FLOOR or (effect.pk, cause.pk) in asserted:
         return 0.0
