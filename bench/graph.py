@@ -17,11 +17,12 @@ Runs in a database of its own (FEDMEM_DB_NAME, default ``fedmem_bench_graph``).
    bulk**: items, entities, mentions, causal edges and span links are inserted
    directly. Embeddings are real, computed once per distinct wording with the
    incident number left out (so facts of different incidents with the same wording
-   share a vector). Span terms are the real ones. Span links are chosen by the
-   linker's own rule (``memory.extraction.links.span_match``: term overlap or
-   cosine) among edges of matching wording, best ``FANOUT`` per edge and direction,
-   as the linker stores them; the rule is applied here in Python instead of one
-   index query per edge (100k facts would take hours through the write path).
+   share a vector). Span terms and the chain walk's parse summaries are the real
+   ones. Span links are chosen by the linker's own rule
+   (``memory.extraction.links.span_match``: term overlap or cosine) among edges of
+   matching wording, best ``FANOUT`` per edge and direction, as the linker stores
+   them; the rule is applied here in Python instead of one index query per edge
+   (100k facts would take hours through the write path).
    Then ``--queries`` discover and trace calls run through the real service layer
    (visibility SQL, hybrid seed recall with query embedding, stored-link traversal)
    and their p50/p95 are printed.
@@ -213,6 +214,7 @@ def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-unty
     from django.db import connection, transaction
 
     from memory.embeddings import embed_texts
+    from memory.extraction.clauses import summaries
     from memory.extraction.pipeline import span_terms
     from memory.models import CausalEdge, Entity, MemoryItem, Mention
 
@@ -225,6 +227,11 @@ def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-unty
     terms = dict(zip(span_wordings, span_terms(span_wordings), strict=True))
     took = time.perf_counter() - began
     print(f"  embedded {len(wordings) + len(span_wordings)} distinct wordings in {took:.0f} s")
+    began = time.perf_counter()
+    texts = sorted({f.text for f in facts})
+    # What the write stores for the chain walk (memory.extraction.clauses), from the real parse.
+    clauses = dict(zip(texts, summaries(texts), strict=True))
+    print(f"  parsed {len(texts)} texts for their clause summaries in {time.perf_counter() - began:.0f} s")
 
     def span_terms_of(span: Span) -> list[str]:
         base = terms[span.wording]
@@ -242,6 +249,7 @@ def bulk_load(tenant, agent, facts: list[Fact]) -> None:  # type: ignore[no-unty
                 tenant=tenant, agent=agent, session_id=f.session, scope="agent", scopes=["agent"],
                 content=f.text, content_hash=hashlib.sha256(f.text.encode()).hexdigest(),
                 embedding=vectors[f.wording], extraction_status="done", provenance={"via": "bench"},
+                clauses=clauses[f.text],
             )
             for f in facts
         ]  # fmt: skip

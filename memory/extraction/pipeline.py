@@ -16,6 +16,7 @@ from pgvector.django import CosineDistance
 
 from memory.embeddings import embed_texts
 from memory.extraction.causal import Relation, extract_relations
+from memory.extraction.clauses import summarize
 from memory.extraction.entities import FoundEntity, find_entities
 from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
@@ -104,6 +105,9 @@ class Prepared:
     entity_vectors: Any
     span_vectors: Any
     terms: list[list[str]]
+    # The chain walk's reading of the parse (memory.extraction.clauses); None when the
+    # text was not parsed here (the write handed its inputs and stored its own).
+    clauses: dict[str, Any] | None = None
 
 
 # Embeddings of entity and span texts this process computed lately. Facts of one
@@ -156,13 +160,16 @@ def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> li
     ]
     to_parse = [text for text, got in zip(texts, handed, strict=True) if got is None]
     parsed = iter(parse(to_parse) if to_parse else [])
-    founds, relations = [], []
+    founds, relations, clauses = [], [], []
     for text, got in zip(texts, handed, strict=True):
+        summary = None
         if got is None:
             doc = next(parsed)
             got = (find_entities(text, doc), extract_relations(text, doc))
+            summary = summarize(text, doc)
         founds.append(got[0])
         relations.append(got[1])
+        clauses.append(summary)
     spans = [[r.cause for _, r in rels] + [r.effect for _, r in rels] for rels in relations]
     all_spans = [span for item_spans in spans for span in item_spans]
     all_terms = span_terms(all_spans)
@@ -185,7 +192,9 @@ def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> li
     span_vectors = vectors[len(entity_texts) :]
     out = []
     span_at = 0
-    for item, text, found, rels, item_spans in zip(items, texts, founds, relations, spans, strict=True):
+    for item, text, found, rels, item_spans, summary in zip(
+        items, texts, founds, relations, spans, clauses, strict=True
+    ):
         out.append(
             Prepared(
                 item_id=item.pk,
@@ -198,6 +207,7 @@ def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> li
                 ],
                 span_vectors=span_vectors[span_at : span_at + len(item_spans)],
                 terms=all_terms[span_at : span_at + len(item_spans)],
+                clauses=summary,
             )
         )
         span_at += len(item_spans)
@@ -334,6 +344,9 @@ def _replace_derived(batch: list[Prepared]) -> None:
     MemoryItem.objects.filter(pk__in=ids).update(
         extraction_status=MemoryItem.Extraction.DONE, extraction_error=""
     )
+    summarized = [MemoryItem(pk=p.item_id, clauses=p.clauses) for p in batch if p.clauses is not None]
+    if summarized:
+        MemoryItem.objects.bulk_update(summarized, ["clauses"])
     for tenant_id, entity_ids in previous.items():
         delete_orphan_entities(tenant_id, entity_ids)
 

@@ -137,6 +137,10 @@ class MemoryItem(models.Model):
     # queued write is "pending", never reported as settled.
     extraction_status = models.CharField(max_length=8, choices=Extraction.choices, default=Extraction.PENDING)
     extraction_error = models.TextField(blank=True)
+    # What the causal chain walk reads of the content's parse (memory.extraction.clauses),
+    # stored by the write or the extraction so a query does not parse again. Derived
+    # from the content, tied to it by a digest and cleared whenever it is saved.
+    clauses = models.JSONField(null=True, blank=True, editable=False)
     # When the extraction sweep last re-queued this item (memory.services.backfill):
     # a pending item is re-queued once per bound, not on every sweep.
     extraction_requeued_at = models.DateTimeField(null=True, blank=True)
@@ -198,6 +202,10 @@ class MemoryItem(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The language follows the content: whenever the content is saved, so is it.
         fields = kwargs.get("update_fields")
+        # A summary of the old text is stale: the new text's extraction stores its own.
+        if fields is not None and "content" in fields and "clauses" not in fields:
+            self.clauses = None
+            fields = [*fields, "clauses"]
         if fields is None or "content" in fields:
             self.text_language = detect(self.content)
             if fields is not None:

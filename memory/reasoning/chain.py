@@ -34,19 +34,21 @@ of the second half of the sentence by word position, names E's theme, the first
 half: language-blind), or E's edge naming a cause span C states; the English parse
 counts only between English facts; two facts on one theme that do not progress are
 siblings and no step; the reverse reading may not score higher at all unless E names
-its own cause span; and hubs are counted among the items of the lexeme's language
-(``Pool(per_language=True)``). The ranking keeps the lenient walk.
+its own cause span; two facts sharing most of their word stems (``RESTATEMENT``)
+restate one matter and are no step; and hubs are counted among the items of the
+lexeme's language (``Pool(per_language=True)``). The ranking keeps the lenient walk.
 Everything here reads rows; nothing is written.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
+from memory.extraction.clauses import WORD as _WORD
+from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem, SpanLink
 
 FLOOR = 0.6
@@ -61,26 +63,8 @@ SESSION_BONUS = 0.1
 # The reverse reading must not beat the forward one by more than this.
 REVERSE_MARGIN = 0.05
 MAX_FACTS = 6
-
-_WORD = re.compile(r"\w+")
-_STOP = {
-    "the", "a", "an", "and", "or", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as",
-    "is", "are", "was", "were", "be", "been", "its", "their", "his", "her", "also", "that", "this",
-    "which", "who", "into", "after", "before", "than", "then", "when", "while", "because", "due",
-    "led", "lead", "leads", "caused", "cause", "causes", "resulted", "result", "made", "makes",
-}  # fmt: skip
-
-
-def stems(words: Any) -> frozenset[str]:
-    """Crude, language-blind stems (the first five letters of a content word), so
-    "throttles" meets "throttling" and "delayed" meets "delay"."""
-    out = set()
-    for word in words:
-        w = word.lower()
-        if len(w) >= 3 and w not in _STOP and not w.isdigit():
-            # A plural meets its singular ("bays" / "bay") before the cut.
-            out.add((w[:-1] if len(w) > 3 and w.endswith("s") else w)[:5])
-    return frozenset(out)
+# Facts whose words overlap this much (Jaccard of stems) say the same thing.
+RESTATEMENT = 0.6
 
 
 @dataclass(frozen=True)
@@ -92,7 +76,7 @@ class Profile:
     vector: Any
     cause_vector: Any  # the cause span of an edge the fact asserts, or None
     changes: bool
-    subject: str  # lemma of the main clause's subject head ("" when none was parsed)
+    subject: str  # digest of the main clause's subject lemma ("" when none was parsed)
     predicate: frozenset[str]  # stems of what the fact says happened
     cause_side: frozenset[str]  # stems of what the fact names as its cause or subject
     words: frozenset[str]
@@ -102,24 +86,19 @@ class Profile:
     rheme: frozenset[str] = frozenset()  # ... and of the rest
 
 
-def _subject(doc: Any) -> Any:
-    for token in doc:
-        if token.dep_ in ("nsubj", "nsubjpass") and token.head.dep_ == "ROOT":
-            return token
-    return None
-
-
 class Pool:
     """The facts a walk may step through: text and embedding read at once, the parse
-    (subject, predicate) only for the facts a step actually weighs."""
+    summary (subject, predicate) only for the facts a step actually weighs: the one
+    stored at extraction (:mod:`memory.extraction.clauses`), else a parse now."""
 
     def __init__(self, tenant_id: Any, ids: list[Any], *, per_language: bool = False) -> None:
         rows = MemoryItem.objects.filter(pk__in=ids).values_list(
-            "pk", "content", "embedding", "agent_id", "session_id", "text_language"
+            "pk", "content", "embedding", "agent_id", "session_id", "text_language", "clauses"
         )
-        self.rows = {pk: (content, vector) for pk, content, vector, _a, _s, _l in rows}
-        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session, _l in rows if session}
-        self.languages = {pk: lang for pk, *_rest, lang in rows}
+        self.rows = {pk: (content, vector) for pk, content, vector, *_rest in rows}
+        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session, *_rest in rows if session}
+        self.languages = {pk: lang for pk, *_rest, lang, _clauses in rows}
+        self.stored = {pk: clauses for pk, *_rest, clauses in rows if clauses}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
@@ -128,26 +107,34 @@ class Pool:
             self.edges.setdefault(edge.item_id, edge)
         self._profiles: dict[Any, Profile] = {}
 
-    def profiles(self, pks: list[Any]) -> dict[Any, Profile]:
+    def summaries(self, pks: list[Any]) -> dict[Any, dict[str, Any]]:
+        """The parse summary of each fact: stored when it was read from the fact's
+        current text, else parsed now (the same summary, tested)."""
+        from memory.extraction.clauses import summarize, valid
         from memory.extraction.nlp import parse
-        from memory.reasoning.implicit import states_change
 
+        out = {pk: self.stored[pk] for pk in pks if valid(self.rows[pk][0], self.stored.get(pk))}
+        missing = [pk for pk in pks if pk not in out]
+        texts = [self.rows[pk][0] for pk in missing]
+        for pk, text, doc in zip(missing, texts, parse(texts) if texts else [], strict=True):
+            out[pk] = summarize(text, doc)
+        return out
+
+    def profiles(self, pks: list[Any]) -> dict[Any, Profile]:
         missing = [pk for pk in pks if pk not in self._profiles]
-        for pk, doc in zip(missing, parse([self.rows[pk][0] for pk in missing]), strict=True):
+        for pk, summary in self.summaries(missing).items():
             text, vector = self.rows[pk]
-            head = _subject(doc)
-            subtree = {t.i for t in head.subtree} if head is not None else set()
             edge = self.edges.get(pk)
-            predicate = stems(t.text for t in doc if t.i not in subtree)
+            predicate = frozenset(summary["outside"])
             if edge is not None:
                 predicate |= stems(_WORD.findall(edge.effect))
                 cause_side = stems(_WORD.findall(edge.cause))
             else:
-                cause_side = stems(t.text for t in doc if t.i in subtree)
+                cause_side = frozenset(summary["inside"])
             self._profiles[pk] = Profile(
                 pk=pk, text=text, vector=vector,
                 cause_vector=edge.cause_embedding if edge is not None else None,
-                changes=states_change(doc), subject=head.lemma_.lower() if head is not None else "",
+                changes=bool(summary["changes"]), subject=summary["subject"],
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
                 session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
                 theme=self.halves[pk][0], rheme=self.halves[pk][1],
@@ -219,6 +206,14 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     return out
 
 
+def _restates(cause: Profile, effect: Profile) -> bool:
+    """Two facts that share most of their words restate one matter (or state two
+    versions of it: "The vendor raised the licence fee by 10%." and "The vendor cut
+    the licence fee by 10%."): neither causes the other."""
+    union = cause.words | effect.words
+    return bool(union) and len(cause.words & effect.words) / len(union) >= RESTATEMENT
+
+
 def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
     from memory.reasoning.implicit import Side, get_scorer
 
@@ -264,6 +259,8 @@ def cause_score(
     ``strict``: the rules of the chain an answer states (see the module doc)."""
     if (cause.pk, effect.pk) in asserted:
         return asserted[(cause.pk, effect.pk)][0]
+    if strict and _restates(cause, effect):
+        return 0.0
     forward = _implicit(cause, effect, strict)
     if forward < FLOOR or (effect.pk, cause.pk) in asserted:
         return 0.0

@@ -35,6 +35,7 @@ from core.errors import (
 from core.vocabulary import Scope
 from memory import enforcement
 from memory.enforcement import MemoryAccess
+from memory.extraction.clauses import summaries
 from memory.extraction.nlp import split_sentences
 from memory.extraction.pipeline import delete_orphan_entities, entities_of
 from memory.holds import Holds, audit_blocked
@@ -325,6 +326,7 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
     text = checked_content(content)
     findings, vectors, inputs = analyse([text])
     finding, vector = findings[0], vectors[0]
+    clauses = summaries([text])[0]  # from the parse the detection just made
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
     with guards.modifying(access, item_id, "update", since=began) as item:
         old = item.content
@@ -338,10 +340,11 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
         # New text, new extraction: the derived graph is stale until the task reruns.
         item.extraction_status = MemoryItem.Extraction.PENDING
         item.extraction_error = ""
+        item.clauses = clauses
         item.save(
             update_fields=[
                 "content", "content_hash", "embedding", "personal_data", "personal_data_types",
-                "extraction_status", "extraction_error", "updated_at",
+                "extraction_status", "extraction_error", "clauses", "updated_at",
             ]
         )  # fmt: skip
         history_row(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()

@@ -56,6 +56,16 @@ def test_the_reverse_reading_may_not_win_unless_the_effect_names_its_cause():
     assert cause_score(cause, named, {}, set(), strict=True) == pytest.approx(1.0 + LINK_BONUS, abs=1e-6)
 
 
+def test_two_versions_of_one_statement_are_no_step():
+    # "The vendor raised the licence fee by 10%." / "The vendor cut the licence fee by 10%."
+    raised = profile("raised", A, theme={"vendor", "raise"}, rheme={"licenc", "fee"})
+    cut = profile("cut", B, theme={"vendor", "cut"}, rheme={"licenc", "fee"})
+    raised = Profile(**{**raised.__dict__, "rheme": frozenset({"licenc", "fee", "vendor"})})
+    assert cause_score(raised, cut, {}, set()) >= FLOOR  # the ranking walk takes it
+    assert cause_score(raised, cut, {}, set(), strict=True) == 0.0
+    assert cause_score(cut, raised, {}, set(), strict=True) == 0.0
+
+
 def test_theme_and_rheme_are_the_halves_of_the_sentence_by_word_position(access):
     item = fact(access, "The night shift forgot to close the loading gate before the storm.")
     pool = Pool(access.tenant_id, [item.pk])

@@ -88,6 +88,8 @@ class Prepared:
     occurred_at: datetime | None = None
     # What the write's parse says for the extraction (memory.extraction.handoff).
     extraction_inputs: dict[str, Any] | None = None
+    # What the chain walk reads of the parse (memory.extraction.clauses), stored on the item.
+    clauses: dict[str, Any] | None = None
 
     def dedup_keys(self, access: MemoryAccess) -> tuple[str, ...]:
         # A knowledge chunk is a duplicate only within its own dataset.

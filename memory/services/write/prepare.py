@@ -15,6 +15,7 @@ from core.vocabulary import Classification, Kind, RecordKind, Scope
 from memory import enforcement
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
+from memory.extraction.clauses import summaries
 from memory.extraction.handoff import write_inputs
 from memory.pii import detect_personal_data
 from memory.services.write.drafts import MAX_RETENTION_DAYS, MemoryDraft, Prepared
@@ -108,6 +109,8 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
             checked.append(exc)
     texts = [c["content"] for c in checked if isinstance(c, dict)]
     findings_list, vectors, inputs_list = analyse(texts)
+    # The chain walk's reading of each text, from the parse the detection just made.
+    clause_iter = iter(summaries(texts))
     findings = iter(findings_list)
     vector_iter = iter(vectors)
     inputs = iter(inputs_list)
@@ -119,6 +122,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
         finding = next(findings)
         vector = next(vector_iter)
         extraction_inputs = next(inputs)
+        clauses = next(clause_iter)
         personal = finding.personal_data or draft.personal_data
         try:
             enforcement.check_personal_data(access, personal_data=personal, types=finding.types)
@@ -149,6 +153,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
                 dataset=draft.dataset,
                 occurred_at=draft.occurred_at,
                 extraction_inputs=extraction_inputs,
+                clauses=clauses,
             )
         )
     return out

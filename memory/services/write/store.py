@@ -207,6 +207,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             retention_until=p.retention_until,
             legal_hold=p.legal_hold,
             occurred_at=p.occurred_at,
+            clauses=p.clauses,
         )
         fresh.append(item)
         if p.extraction_inputs is not None:
