@@ -31,7 +31,9 @@ Sets and figures (top 10 of every read path):
   paths' top 5 (query: the old statement) that leave the old fact out.
 * LoCoMo (10 conversations, category 5 excluded, one agent per conversation, one
   item per turn as "speaker: text" with its session's time as `occurred_at`,
-  `--locomo-no-time` leaves it out): turn any@10 / all@10 of the evidence turns.
+  `--locomo-no-time` leaves it out): turn any@10 / all@10 of the evidence turns, for
+  the tune half (0-4), the held-out half (5-9) and all, and per question category
+  (1 multi-hop, 2 temporal, 3 inference, 4 single-hop).
 
 Every figure sits next to plain vector search over the same texts, computed here
 with the packaged MiniLM model (cosine, no fedmem). Not a test: it measures.

@@ -30,6 +30,10 @@ the caller's view is ever scored:
   promoted plain neighbours over the facts that answer. The neighbours are found in
   the same statement through the (agent, session, created_at) index, two probes per
   candidate, and only their score is used: a neighbour is never returned for being one.
+  The items two places away lend their lead the same way, by
+  ``FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT``, added to the first (an answer often comes a
+  turn later: "favourite game?" / "hmm, let me think" / "Xenoblade, every night");
+  two more probes per candidate.
 * event time (hybrid): when the query names a time ("in May 2023", "on 8 May",
   "last week", :mod:`memory.retrieval.when`), the items whose ``occurred_at`` lies
   inside it join the candidates (the nearest ``FEDMEM_RETRIEVAL_CANDIDATES`` by
