@@ -31,7 +31,9 @@ Sets and figures (top 10 of every read path):
   paths' top 5 (query: the old statement) that leave the old fact out.
 * LoCoMo (10 conversations, category 5 excluded, one agent per conversation, one
   item per turn as "speaker: text" with its session's time as `occurred_at`,
-  `--locomo-no-time` leaves it out): turn any@10 / all@10 of the evidence turns.
+  `--locomo-no-time` leaves it out): turn any@10 / all@10 of the evidence turns, for
+  the tune half (0-4), the held-out half (5-9) and all, and per question category
+  (1 multi-hop, 2 temporal, 3 inference, 4 single-hop).
 
 Every figure sits next to plain vector search over the same texts, computed here
 with the packaged MiniLM model (cosine, no fedmem). Not a test: it measures.
@@ -482,8 +484,8 @@ def eval_locomo(
     chosen: range = range(10),
     occurred: bool = True,
 ) -> Any:
-    """Per conversation n and read path: [questions, any@10 hits, all@10 hits], and
-    the API latencies per path (ms).
+    """Per conversation n and read path: [questions, any@10 hits, all@10 hits]; the
+    same per (conversation, question category); and the API latencies per path (ms).
 
     Each conversation's turns go to its own agent in batches (conversations written
     two at a time). Recall needs only what the write itself stores (embedding and
@@ -505,6 +507,7 @@ def eval_locomo(
         for api, ids in written:
             api.wait_extracted(len(set(ids)))
     counts: dict[int, dict[str, list[int]]] = {}
+    by_category: dict[tuple[int, int], dict[str, list[int]]] = {}
     latency: dict[str, list[float]] = {p: [] for p in paths if p not in ("vector", "bm25")}
     for (n, conv, turns), (api, ids) in zip(loaded, written, strict=True):
         dias: dict[str, set[str]] = {}
@@ -535,15 +538,25 @@ def eval_locomo(
 
         row = counts[n] = {p: [0, 0, 0] for p in paths}
         with ThreadPoolExecutor(max_workers=2) as pool:
-            for result in pool.map(one, asked):
+            for q, result in zip(asked, pool.map(one, asked), strict=True):
+                cell = by_category.setdefault((n, int(q["category"])), {p: [0, 0, 0] for p in paths})
                 for path, (any_hit, all_hit) in result.items():
-                    row[path][0] += 1
-                    row[path][1] += any_hit
-                    row[path][2] += all_hit
-    return counts, latency
+                    for target in (row[path], cell[path]):
+                        target[0] += 1
+                        target[1] += any_hit
+                        target[2] += all_hit
+    return counts, by_category, latency
 
 
-def print_locomo(counts: dict[int, dict[str, list[int]]], latency: dict[str, list[float]]) -> None:
+# LoCoMo's question categories (category 5, adversarial, is not asked).
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "inference", 4: "single-hop"}
+
+
+def print_locomo(
+    counts: dict[int, dict[str, list[int]]],
+    latency: dict[str, list[float]],
+    by_category: dict[tuple[int, int], dict[str, list[int]]] | None = None,
+) -> None:
     groups = (
         ("tune 0-4", [n for n in counts if n in LOCOMO_TUNE]),
         ("held-out 5-9", [n for n in counts if n not in LOCOMO_TUNE]),
@@ -562,6 +575,27 @@ def print_locomo(counts: dict[int, dict[str, list[int]]], latency: dict[str, lis
             cells.append(f"{sum(counts[n][path][1] for n in ns) / q:>14.3f}"
                          f"{sum(counts[n][path][2] for n in ns) / q:>10.3f}")  # fmt: skip
         print(f"{labels.get(path, path):<28}" + "".join(cells))
+    if by_category:
+        # Per category over every conversation run, tune and held-out halves beside.
+        cats = sorted({c for _n, c in by_category})
+        print("\nby question category (all conversations run; tune / held-out in brackets), any@10 / all@10")
+        print(f"{'read path':<28}" + "".join(
+            (str(c) + " " + LOCOMO_CATEGORIES.get(c, "")).rjust(34) for c in cats))  # fmt: skip
+        for path in paths:
+            cells = []
+            for c in cats:
+                parts = []
+                for ns in (list(counts), [n for n in counts if n in LOCOMO_TUNE],
+                           [n for n in counts if n not in LOCOMO_TUNE]):  # fmt: skip
+                    rows = [by_category[(n, c)][path] for n in ns if (n, c) in by_category]
+                    q = sum(r[0] for r in rows)
+                    parts.append(f"{sum(r[1] for r in rows) / q:.2f}/{sum(r[2] for r in rows) / q:.2f}"
+                                 if q else "-")  # fmt: skip
+                cells.append(f"{parts[0]} ({parts[1]}, {parts[2]})".rjust(34))
+            print(f"{labels.get(path, path):<28}" + "".join(cells))
+        print(f"{'questions':<28}" + "".join(
+            f"{sum(by_category[(n, c)][paths[0]][0] for n in counts if (n, c) in by_category):>34}"
+            for c in cats))  # fmt: skip
     for path, values in latency.items():
         if values:
             values = sorted(values)
@@ -679,13 +713,13 @@ def main() -> None:
                   ", ".join(f"{p} {v:.2f}" for p, v in c["avoided"].items()))  # fmt: skip
         if conversations:
             paths = tuple(args.locomo_paths.split(","))
-            counts, latency = eval_locomo(
+            counts, by_category, latency = eval_locomo(
                 base, agents, vectors, conversations, paths, chosen, not args.locomo_no_time
             )
             n = sum(row[paths[0]][0] for row in counts.values())
             print(f"\nLoCoMo: {len(counts)} conversations, {n} questions (category 5 excluded), "
                   "turn evidence in the top 10")  # fmt: skip
-            print_locomo(counts, latency)
+            print_locomo(counts, latency, by_category)
         print(f"\n(elapsed {time.monotonic() - began:.0f} s)")
         state.write_text(json.dumps({"agents": agents, "written": Api.written}))
     finally:

@@ -373,10 +373,17 @@ FEDMEM_HYBRID_DENSE_WEIGHT = env_float("FEDMEM_HYBRID_DENSE_WEIGHT", 0.6, minimu
 # Full text of an item with no sign of its language (memory/retrieval/language.py).
 FEDMEM_TEXT_SEARCH_FALLBACK = env_choice("FEDMEM_TEXT_SEARCH_FALLBACK", "english", ("english", "simple"))
 FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.7, minimum=0.0)
+# The same lift toward the better of the two items two places away in the session
+# (added to the first; memory.retrieval.hybrid); 0 turns it off.
+FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT", 0.4, minimum=0.0)
 # Hybrid recall: an item whose occurred_at lies inside a time the query names ("in
 # May 2023", "on 8 May") gains this much (linear fusion; x 1/(k+1) under RRF), and
 # such items join the candidates (memory.retrieval.when); 0 turns it off.
 FEDMEM_HYBRID_TIME_WEIGHT = env_float("FEDMEM_HYBRID_TIME_WEIGHT", 0.15, minimum=0.0)
+# Hybrid recall: an item whose transcript label ("Melanie: ...") the query names
+# ("What has Melanie painted?") gains this much (linear fusion; x 1/(k+1) under
+# RRF; memory.retrieval.speaker); 0 turns it off.
+FEDMEM_HYBRID_SPEAKER_WEIGHT = env_float("FEDMEM_HYBRID_SPEAKER_WEIGHT", 0.1, minimum=0.0)
 # Two entity names at or above this cosine are one thing for graph ranking (bridges
 # "loading bays" / "the remaining bay"); 1 turns synonym bridges off.
 # Implicit cause -> effect between facts sharing an entity (memory.reasoning.implicit):

@@ -30,6 +30,10 @@ the caller's view is ever scored:
   promoted plain neighbours over the facts that answer. The neighbours are found in
   the same statement through the (agent, session, created_at) index, two probes per
   candidate, and only their score is used: a neighbour is never returned for being one.
+  The items two places away lend their lead the same way, by
+  ``FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT``, added to the first (an answer often comes a
+  turn later: "favourite game?" / "hmm, let me think" / "Xenoblade, every night");
+  two more probes per candidate.
 * event time (hybrid): when the query names a time ("in May 2023", "on 8 May",
   "last week", :mod:`memory.retrieval.when`), the items whose ``occurred_at`` lies
   inside it join the candidates (the nearest ``FEDMEM_RETRIEVAL_CANDIDATES`` by
@@ -38,6 +42,13 @@ the caller's view is ever scored:
   in a question is often carried by no word of the answer ("What did she paint in
   July?" / "We painted a sunset together!", said in July), so neither list finds it
   otherwise; items without ``occurred_at`` are ranked as before.
+* speaker (hybrid): an item whose transcript label the query names ("Melanie: ..."
+  for "What has Melanie painted?", :mod:`memory.retrieval.speaker`) gains
+  ``FEDMEM_HYBRID_SPEAKER_WEIGHT``, after session context like event time (the
+  two speakers of a conversation alternate, so a bonus inside the context term
+  would lift every turn that answers the named speaker as much as the speaker's
+  own). The label is read in the same statement from the candidates' content; a
+  query naming no capitalised word, or items without a label, rank as before.
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ from memory.models import MemoryItem
 from memory.retrieval.language import CONFIGS
 from memory.retrieval.lexical import QUOTED_LEXEME, bm25_rows
 from memory.retrieval.rerank import get_reranker
+from memory.retrieval.speaker import LABEL_PATTERN, label, named_labels
 from memory.retrieval.when import Windows, windows
 
 MODES = ("hybrid", "vector", "keyword")
@@ -240,8 +252,10 @@ def _vector_literal(vector: Any) -> str:
     return "[" + ",".join(f"{x:.9g}" for x in vector.tolist()) + "]"
 
 
-def _signals(row: Any) -> dict[str, Any]:
+def _signals(row: Any, names: list[str]) -> dict[str, Any]:
     signals: dict[str, Any] = {}
+    if names and (said_by := label(row.content)) in names:
+        signals["speaker"] = said_by
     if row.kcoverage is not None:
         signals["lexical"] = float(row.kcoverage)
     if row.tmatch:
@@ -249,6 +263,9 @@ def _signals(row: Any) -> dict[str, Any]:
     if row.context is not None:
         # The better neighbour's fused score (before the context weight).
         signals["context"] = float(row.context)
+    if row.context_far is not None:
+        # The better of the turns two apart, the same way.
+        signals["context_far"] = float(row.context_far)
     return signals
 
 
@@ -356,6 +373,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
     context_join = ""
     context = "NULL::float"
+    context_far = "NULL::float"
     context_len = 0
     if linear:
         dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
@@ -379,6 +397,19 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             own = score
             score = f"({own} + %s * greatest(coalesce({context}, 0) - {own}, 0))"
             select_params.extend([context_weight, *context_params, dense, vector, 1 - dense])
+            far_weight = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT
+            if far_weight > 0:
+                # The turns two apart, toward their lead in the same way (added, so
+                # an item between a strong turn and its answer gains from both).
+                context_far = (
+                    "greatest(%s * (1 - (nb_prev2.embedding <=> %s::vector)) "
+                    "+ %s * coalesce(kp2.coverage, 0), "
+                    "%s * (1 - (nb_next2.embedding <=> %s::vector)) + %s * coalesce(kn2.coverage, 0))"
+                )
+                select_params[1 + context_len : 1 + context_len] = context_params
+                context_len += len(context_params)
+                score = f"({score} + %s * greatest(coalesce({context_far}, 0) - {own}, 0))"
+                select_params.extend([far_weight, *context_params, dense, vector, 1 - dense])
             nsql, nparams = base.values_list(
                 "id", "embedding", "agent_id", "session_id", "created_at"
             ).query.sql_with_params()
@@ -397,6 +428,20 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                     "LEFT JOIN kr kp ON kp.id = nb_prev.id LEFT JOIN kr kn ON kn.id = nb_next.id",
                 ]
             )
+            if far_weight > 0:
+                context_join += " " + " ".join(  # noqa: S608 - fixed fragments only
+                    [
+                        "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
+                        "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
+                        "AND (n.created_at, n.id) < (m.created_at, m.id)",
+                        "ORDER BY n.created_at DESC, n.id DESC OFFSET 1 LIMIT 1) nb_prev2 ON true",
+                        "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
+                        "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
+                        "AND (n.created_at, n.id) > (m.created_at, m.id)",
+                        "ORDER BY n.created_at, n.id OFFSET 1 LIMIT 1) nb_next2 ON true",
+                        "LEFT JOIN kr kp2 ON kp2.id = nb_prev2.id LEFT JOIN kr kn2 ON kn2.id = nb_next2.id",
+                    ]
+                )
     else:
         score = "f.base"
     if vector is not None and keyword_rows is not None and weight > 0:
@@ -418,6 +463,16 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         # The match column comes after similarity and context in the statement's text.
         head = 1 + context_len
         select_params[head:head] = tparams
+    speaker_weight = settings.FEDMEM_HYBRID_SPEAKER_WEIGHT
+    names = (
+        named_labels(rq.query)
+        if speaker_weight > 0 and vector is not None and keyword_rows is not None
+        else []
+    )
+    if names:
+        # The label the item's content opens with, compared as written (case included).
+        score += " + %s * coalesce(substring(m.content from %s) = ANY(%s::text[]), false)::int"
+        select_params.extend([speaker_weight if linear else speaker_weight / (k + 1), LABEL_PATTERN, names])
     where = ""
     where_params: list[Any] = []
     if rq.min_score is not None:
@@ -439,7 +494,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     sql = (
         f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}), "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
-        f"{context} AS context, {tmatch} AS tmatch, {score} AS score "
+        f"{context} AS context, {context_far} AS context_far, {tmatch} AS tmatch, {score} AS score "
         f"FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
         f"{where} ORDER BY {order} LIMIT %s), "
         f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
@@ -453,7 +508,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             vector_rank=row.vrank,
             keyword_rank=row.krank,
             keyword_score=None if row.kscore is None else float(row.kscore),
-            signals=_signals(row),
+            signals=_signals(row, names),
         )
         for row in MemoryItem.objects.raw(sql, params)
     ]

@@ -214,19 +214,50 @@ def test_a_reply_gains_the_score_of_the_turn_it_answers(access, settings):
     own = 0.6 * hit.similarity + 0.4 * hit.signals["lexical"]
     weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
     assert hit.signals["context"] > own
-    assert hit.score == pytest.approx(own + weight * (hit.signals["context"] - own), rel=1e-4)
+    # Plus the lead of the turns two apart, and the bonus of the speaker the query names.
+    far = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * max(hit.signals.get("context_far", own) - own, 0)
+    assert hit.signals["speaker"] == "Nate"
+    speaker = settings.FEDMEM_HYBRID_SPEAKER_WEIGHT
+    assert hit.score == pytest.approx(own + weight * (hit.signals["context"] - own) + far + speaker, rel=1e-4)
     neighbour = by_pk[question.pk]
     assert hit.signals["context"] >= 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"] - 1e-6
     # The turn that words the question has only weaker neighbours: it keeps its own score.
-    assert neighbour.score == pytest.approx(
-        0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"], rel=1e-4
-    )
+    neighbour_own = 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"]
+    assert neighbour.signals.get("context_far", 0) <= neighbour_own
+    assert neighbour.score == pytest.approx(neighbour_own, rel=1e-4)
     with_context = _contents(hits).index(reply.content)
     settings.FEDMEM_HYBRID_CONTEXT_WEIGHT = 0.0
     without = _recall(access, query, scopes=("agent",), top_k=5)
     assert all("context" not in h.signals for h in without)
     # The reply climbs past merely similar lines only with its session's context.
     assert _contents(without).index(reply.content) > with_context
+
+
+def test_a_turn_two_apart_lends_its_lead_too(access, settings):
+    said = [
+        "Joanna: So what's your favourite video game these days?",
+        "Nate: Hmm, let me think about that one.",
+        "Nate: Xenoblade Chronicles, no doubt, I play it every night.",
+        "Joanna: Nice, I should try it some time.",
+    ]
+    written = memory_remember_batch(
+        access=access, drafts=[MemoryDraft(content=c, scope="agent", session_id="s1") for c in said]
+    )
+    question, _, answer, _ = [r.outcome.item for r in written]
+    query = "What is Joanna's favourite video game these days?"
+    hits = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
+    hit = hits[answer.pk]
+    own = 0.6 * hit.similarity + 0.4 * hit.signals.get("lexical", 0)
+    # The question is two turns before the answer: its lead lifts the answer by the far weight.
+    far = hit.signals["context_far"]
+    assert far >= 0.6 * hits[question.pk].similarity + 0.4 * hits[question.pk].signals["lexical"] - 1e-6
+    near = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT * max(hit.signals["context"] - own, 0)
+    lifted = own + near + settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * (far - own)
+    assert hit.score == pytest.approx(lifted, rel=1e-4)
+    settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT = 0.0
+    without = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
+    assert all("context_far" not in h.signals for h in without.values())
+    assert without[answer.pk].score < hit.score
 
 
 def test_items_without_a_session_or_a_visible_neighbour_get_no_context(access):
