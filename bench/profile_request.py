@@ -119,14 +119,16 @@ class Layers:
             original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
             self.patches.append((owner, attr, original))
             setattr(owner, attr, self._wrap(label, original, clock))
-        cursor = DatabaseCounterCache._cursor
-        self.patches.append((DatabaseCounterCache, "_cursor", cursor))
+        # Where the counters' statements run (older versions: _execute).
+        name = "_cursor" if hasattr(DatabaseCounterCache, "_cursor") else "_execute"
+        cursor = getattr(DatabaseCounterCache, name)
+        self.patches.append((DatabaseCounterCache, name, cursor))
 
-        def counted(cache: object, sql: str, params: object) -> object:
+        def counted(cache: object, *args: object) -> object:
             self.counter_statements += 1
-            return cursor(cache, sql, params)
+            return cursor(cache, *args)
 
-        DatabaseCounterCache._cursor = counted  # type: ignore[method-assign]
+        setattr(DatabaseCounterCache, name, counted)
 
         def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
             self.statements += 1
