@@ -15,6 +15,11 @@ the clock in microseconds, so after a rollback or after the table was emptied (t
 test flush) it never comes back to a value a copy was made under. Without a row
 (a database no trigger has fired in yet) nothing is cached.
 
+The price is on the writers: a transaction that changes a copied table holds the
+generation's row from that change to its commit, so such writes serialize. They
+are governance actions (a key revoked, a policy saved), few and short; the hot
+bookkeeping writes (a key's last use) are excluded by the triggers.
+
 The migration of the copied tables creates their triggers (governance 0013 for the
 identity rows), calling the function of core migration 0004.
 """
