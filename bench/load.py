@@ -147,7 +147,9 @@ def server_processes(server_pid: int | None) -> list:
         with contextlib.suppress(psutil.NoSuchProcess):
             root = psutil.Process(server_pid)
             found = [root, *root.children(recursive=True)]
-    pgdata = str(ROOT / "var" / "pgdata")
+    from django.conf import settings
+
+    pgdata = str((settings.DATA_DIR / "pgdata").resolve())
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
         if "-D" in cmdline and pgdata in cmdline:

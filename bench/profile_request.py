@@ -2,17 +2,26 @@
 
     .venv/bin/python bench/profile_request.py --size 10k              # after run_all built that data
     .venv/bin/python bench/profile_request.py --size 10k --calls recall --repeat 50 --html var/p.html
+    .venv/bin/python bench/profile_request.py --size 100k --calls recall,remember --layers --no-profile
 
 Each call runs ``--repeat`` times in this process through the same URLs as the
 server (Django's test client, the whole middleware and DRF stack), every query
 distinct so each pays its embedding, under pyinstrument (``pip install
 pyinstrument``; not a dependency of the project). Prints the mean wall time per
-call, the statements it ran, and the profile. Not a test: it asserts nothing.
+call, the statements it ran, and the profile. ``--layers`` also prints the CPU time
+per call of each layer (authentication, lockout check, rate limit, policy, input,
+retrieval and its lexical and final statements, the embedding model, framing, JSON),
+measured as the CPU time of the thread running it (the model's as the process's,
+since ONNX Runtime runs on threads of its own), the statements per call (counter
+statements apart) and the CPU the database's backends spent per call: CPU time
+carries over from a busy machine, wall time does not. Not a test: it asserts
+nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -27,6 +36,127 @@ os.environ.setdefault("FEDMEM_API_RATE_LIMIT", "1000000/minute")
 
 from bench.run_all import parse_size  # noqa: E402
 
+# (label, module, attribute path, clock): the layers --layers times.
+LAYERS = [
+    ("request, whole", "django.test.client", "Client.post", "thread"),
+    ("authentication", "governance.authentication", "BearerKeyAuthentication.authenticate", "thread"),
+    ("  lockout check", "governance.authentication", "lockout_check", "thread"),
+    ("  key lookup", "governance.authentication", "resolve_key", "thread"),
+    ("rate limit", "core.throttling", "ApiKeyRateThrottle.allow_request", "thread"),
+    ("access + policy", "memory.api.views", "AgentMemoryMixin.memory_access", "thread"),
+    ("input parsing", "memory.api.views", "parse_input", "thread"),
+    ("recall operation", "memory.operations.recall", "recall", "thread"),
+    ("  retrieval", "memory.operations.recall", "retrieve", "thread"),
+    ("    lexical (BM25, 2-3 statements)", "memory.retrieval.hybrid", "bm25_rows", "thread"),
+    ("    final statement + rows", "django.db.models.query", "RawQuerySet.__iter__", "thread"),
+    ("  framing", "memory.operations.recall", "_framed", "thread"),
+    ("remember operation", "memory.operations.memories", "remember", "thread"),
+    ("JSON rendering", "rest_framework.renderers", "JSONRenderer.render", "thread"),
+    ("embedding model (process CPU)", "memory.embeddings", "OnnxEmbedder.embed", "process"),
+]
+
+
+class Layers:
+    """Wraps each layer of LAYERS for the duration of a with block, summing the CPU
+    time spent inside it (outermost entry per thread only), and counts statements
+    and the database's CPU."""
+
+    def __init__(self) -> None:
+        import importlib
+        import threading
+
+        self.totals: dict[str, float] = {label: 0.0 for label, *_ in LAYERS}
+        self.patches: list[tuple[object, str, object]] = []
+        self.depth = threading.local()
+        self.statements = 0
+        self.counter_statements = 0
+        self.importlib = importlib
+
+    def _wrap(self, label: str, func: object, clock: str) -> object:
+        import functools
+
+        timer = time.thread_time if clock == "thread" else time.process_time
+        layers = self
+
+        @functools.wraps(func)  # type: ignore[arg-type]
+        def timed(*args: object, **kwargs: object) -> object:
+            depth = getattr(layers.depth, label, 0)
+            setattr(layers.depth, label, depth + 1)
+            began = timer()
+            try:
+                return func(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                setattr(layers.depth, label, depth)
+                if depth == 0:
+                    layers.totals[label] += timer() - began
+
+        return timed
+
+    def _database_cpu(self) -> float:
+        import psutil
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            pids = [row[0] for row in cursor.fetchall()]
+        total = 0.0
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(pid).cpu_times()
+                total += times.user + times.system
+        return total
+
+    def __enter__(self) -> Layers:
+        from django.db import connection
+
+        from core.counters import DatabaseCounterCache
+
+        for label, module_name, path, clock in LAYERS:
+            owner: object = self.importlib.import_module(module_name)
+            *outer, attr = path.split(".")
+            for part in outer:
+                owner = getattr(owner, part)
+            original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+            self.patches.append((owner, attr, original))
+            setattr(owner, attr, self._wrap(label, original, clock))
+        # Where the counters' statements run (older versions: _execute).
+        name = "_cursor" if hasattr(DatabaseCounterCache, "_cursor") else "_execute"
+        cursor = getattr(DatabaseCounterCache, name)
+        self.patches.append((DatabaseCounterCache, name, cursor))
+
+        def counted(cache: object, *args: object) -> object:
+            self.counter_statements += 1
+            return cursor(cache, *args)
+
+        setattr(DatabaseCounterCache, name, counted)
+
+        def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+            self.statements += 1
+            return execute(sql, params, many, context)
+
+        self.hook = connection.execute_wrapper(count)
+        self.hook.__enter__()
+        self.database_before = self._database_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.database_after = self._database_cpu()
+        self.hook.__exit__(None, None, None)
+        for owner, attr, original in reversed(self.patches):
+            setattr(owner, attr, original)
+
+    def report(self, calls: int) -> None:
+        print("   CPU per call, by layer (ms; nested layers are part of the one above):")
+        for label, total in self.totals.items():
+            if total:
+                print(f"   {label:<38} {total * 1000 / calls:7.2f}")
+        database = (self.database_after - self.database_before) * 1000 / calls
+        print(f"   {'database backends (all statements)':<38} {database:7.2f}")
+        print(
+            f"   statements per call: {self.statements / calls:.1f} on Django's connection, "
+            f"{self.counter_statements / calls:.1f} on the counters' connection"
+        )
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -37,6 +167,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--html", help="also write the last profile as HTML here")
     parser.add_argument("--no-profile", action="store_true", help="time only")
+    parser.add_argument("--layers", action="store_true", help="CPU time per layer, statements per call")
     args = parser.parse_args()
     os.environ.setdefault("FEDMEM_DB_NAME", f"fedmem_bench_{args.size}")
 
@@ -65,8 +196,12 @@ def main() -> None:
     def query() -> str:
         return f"what happened in incident {next(counter) * 7 % max(1, args.size // 3)}"
 
+    def remember() -> dict[str, object]:
+        return {"content": f"The billing service had incident {next(counter)} today.", "user_id": "u1"}
+
     calls = {
         "recall": lambda: ("/recall", {"query": query(), "top_k": 8}),
+        "remember": lambda: ("/memories", remember()),
         "graph": lambda: ("/recall", {"query": query(), "top_k": 8, "mode": "graph"}),
         "discover": lambda: ("/discover", {"query": query()}),
         "trace": lambda: ("/trace", {"item_id": ids[next(counter) % len(ids)], "direction": "causes"}),
@@ -87,6 +222,7 @@ def main() -> None:
                                    content_type="application/json")  # fmt: skip
         assert response.status_code == 200, response.content[:300]
         sql_ms = sum(float(q["time"]) for q in captured.captured_queries) * 1000
+        layers = Layers() if args.layers else None
         profiler = None
         if not args.no_profile:
             from pyinstrument import Profiler
@@ -94,15 +230,18 @@ def main() -> None:
             profiler = Profiler(interval=0.0005)
             profiler.start()
         took = []
-        for _ in range(args.repeat):
-            path, body = calls[name]()
-            began = time.perf_counter()
-            client.post(prefix + path, body, content_type="application/json")
-            took.append((time.perf_counter() - began) * 1000)
+        with layers or contextlib.nullcontext():
+            for _ in range(args.repeat):
+                path, body = calls[name]()
+                began = time.perf_counter()
+                client.post(prefix + path, body, content_type="application/json")
+                took.append((time.perf_counter() - began) * 1000)
         print(
             f"\n== {name}: p50 {statistics.median(took):.1f} ms, mean {statistics.mean(took):.1f} ms; "
             f"{len(captured.captured_queries)} statements, {sql_ms:.1f} ms in the driver (one call)"
         )
+        if layers is not None:
+            layers.report(args.repeat)
         if profiler is not None:
             profiler.stop()
             print(profiler.output_text(unicode=False, color=False, show_all=False))

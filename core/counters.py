@@ -8,7 +8,11 @@ counter in ``core_counter``, incremented with one atomic upsert.
 It speaks to PostgreSQL on a connection of its own (one per process, autocommit), not
 Django's: a count must survive the rollback of the request that failed to log in,
 and it must not show up in the request's transaction or its pinned query counts.
-Only the counter operations (add, incr, get, delete, clear) are supported.
+Only the counter operations (add, incr, get, get_many, delete, clear) are supported.
+
+Every request meets these counters (the brute-force check of its credential, its
+rate limit), so each of those costs one statement here: :func:`count_hit` opens or
+bumps a window in one upsert, and ``get_many`` reads several counters in one select.
 """
 
 from __future__ import annotations
@@ -78,18 +82,26 @@ class DatabaseCounterCache(BaseCache):
             _Shared.connection, _Shared.target = conn, target
         return conn
 
-    def _execute(self, sql: str, params: Any = None) -> tuple[Any, int]:
-        """The first row (or None) and the row count."""
+    def _cursor(self, sql: str, params: Any) -> Any:
+        """The executed cursor; call with ``_Shared.lock`` held."""
         import psycopg
 
+        try:
+            return self._conn().execute(sql, params)
+        except psycopg.OperationalError:
+            # The server restarted or dropped an idle connection: once more, afresh.
+            _Shared.connection.close()
+            return self._conn().execute(sql, params)
+
+    def _execute(self, sql: str, params: Any = None) -> tuple[Any, int]:
+        """The first row (or None) and the row count."""
         with _Shared.lock:
-            try:
-                cursor = self._conn().execute(sql, params)
-            except psycopg.OperationalError:
-                # The server restarted or dropped an idle connection: once more, afresh.
-                _Shared.connection.close()
-                cursor = self._conn().execute(sql, params)
+            cursor = self._cursor(sql, params)
             return (cursor.fetchone() if cursor.description else None), cursor.rowcount
+
+    def _rows(self, sql: str, params: Any) -> list[Any]:
+        with _Shared.lock:
+            return list(self._cursor(sql, params).fetchall())
 
     @property
     def connected(self) -> bool:
@@ -112,12 +124,15 @@ class DatabaseCounterCache(BaseCache):
     def incr(self, key: str, delta: int = 1, version: int | None = None) -> int:
         """Atomic. Unlike other backends, a missing counter starts at ``delta``
         (valid for the backend's default timeout) instead of raising."""
+        return self.incr_window(key, DEFAULT_TIMEOUT, delta=delta, version=version)
+
+    def incr_window(self, key: str, timeout: Any, *, delta: int = 1, version: int | None = None) -> int:
+        """``add(key, 0, timeout)`` then ``incr(key, delta)`` as one atomic statement:
+        a missing or expired counter starts at ``delta`` for ``timeout`` seconds."""
         if random.randrange(PRUNE_EVERY) == 0:  # noqa: S311 - when to prune, not a secret
             self._execute("DELETE FROM core_counter WHERE expires_at <= now()")
         key = self.make_and_validate_key(key, version)
-        row, _ = self._execute(
-            _UPSERT, {"key": key, "delta": delta, "timeout": self._seconds(DEFAULT_TIMEOUT)}
-        )
+        row, _ = self._execute(_UPSERT, {"key": key, "delta": delta, "timeout": self._seconds(timeout)})
         return int(row[0])
 
     def get(self, key: str, default: Any = None, version: int | None = None) -> Any:
@@ -126,6 +141,16 @@ class DatabaseCounterCache(BaseCache):
             [self.make_and_validate_key(key, version)],
         )
         return default if row is None else int(row[0])
+
+    def get_many(self, keys: Any, version: int | None = None) -> dict[str, Any]:
+        """The live counters among ``keys``, in one statement."""
+        names = {self.make_and_validate_key(key, version): key for key in keys}
+        if not names:
+            return {}
+        rows = self._rows(
+            "SELECT key, count FROM core_counter WHERE key = ANY(%s) AND expires_at > now()", [list(names)]
+        )
+        return {names[key]: int(count) for key, count in rows}
 
     def set(self, key: str, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: int | None = None) -> None:
         self._execute(
@@ -156,6 +181,20 @@ class DatabaseCounterCache(BaseCache):
             if _Shared.connection is not None:
                 _Shared.connection.close()
             _Shared.connection = None
+
+
+def count_hit(cache: BaseCache, key: str, timeout: int) -> int:
+    """Count one hit on the window counter ``key`` (which lives ``timeout`` seconds
+    from its first hit) and return the count so far, atomically on any backend: one
+    statement on this module's table, ``add`` then ``incr`` elsewhere (Redis)."""
+    if isinstance(cache, DatabaseCounterCache):
+        return cache.incr_window(key, timeout)
+    cache.add(key, 0, timeout=timeout)
+    try:
+        return int(cache.incr(key))
+    except ValueError:  # expired between add and incr: start the window again
+        cache.add(key, 1, timeout=timeout)
+        return 1
 
 
 def _now_offset() -> float:

@@ -49,3 +49,15 @@ class Counter(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class Generation(models.Model):
+    """A number that moves, in the same transaction, with every change to the
+    tables a process-local cache copies (triggers bump it; ``core.generations``).
+    A copy made under the number still in the row is current."""
+
+    name = models.CharField(max_length=63, primary_key=True)
+    value = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"

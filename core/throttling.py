@@ -1,8 +1,8 @@
 """API rate limiting: a fixed window per API key (or user, or address).
 
-Counting uses the ``counters`` cache's atomic ``incr``: Redis with ``REDIS_URL``,
-otherwise a table (``core.counters``). Either way every web process shares one
-counter per caller.
+Counting uses the ``counters`` cache (``core.counters.count_hit``, atomic): Redis
+with ``REDIS_URL``, otherwise a table (``core.counters``, one upsert per request).
+Either way every web process shares one counter per caller.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.cache import caches
 from rest_framework.throttling import BaseThrottle
 
+from core.counters import count_hit
 from core.env import parse_rate
 
 
@@ -38,12 +39,7 @@ class ApiKeyRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // period)
         counter = f"fedmem:rl:{self.ident(request)}:{period}:{window}"
-        caches["counters"].add(counter, 0, timeout=period + 1)
-        try:
-            count = caches["counters"].incr(counter)
-        except ValueError:  # expired between add and incr: start the window again
-            caches["counters"].add(counter, 1, timeout=period + 1)
-            count = 1
+        count = count_hit(caches["counters"], counter, period + 1)
         if count > limit:
             self.wait_seconds = period - (now % period)
             return False

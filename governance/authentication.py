@@ -10,10 +10,13 @@ from typing import Any
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.core.exceptions import PermissionDenied
+from django.db.models import BigIntegerField
+from django.db.models.expressions import RawSQL
 from django.dispatch import receiver
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from core import generations
 from governance.lockout import client_address, lockout_check, lockout_record_failure, lockout_reset
 from governance.models import ApiKey
 from governance.principals import AgentPrincipal, bind_to_tenant
@@ -23,6 +26,9 @@ LOCKED_OUT = "Too many failed attempts; try again later."
 KEY_PREFIX = "fm_"
 # last_used_at is a hint, not an audit record: write it at most once a minute per key.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# The generation (core.generations) of every identity row: keys, agents, users,
+# tenants, policy versions (their triggers: governance migration 0013).
+GENERATION = "governance"
 
 
 def hash_key(secret: str) -> str:
@@ -39,16 +45,44 @@ def split_key(raw: str) -> str | None:
     return prefix
 
 
+# Keys by prefix, with their agent, user and tenant as last read, each valid while the
+# governance generation it was read under stands (core.generations: any change to
+# those rows, in any process, moves it in the same transaction).
+_keys: generations.Cache[ApiKey] = generations.Cache()
+
+
+def _load_key(prefix: str) -> ApiKey | None:
+    """The key row with its owner and tenants, and (one statement) the generation."""
+    sql, params = generations.select_sql(GENERATION)
+    return (
+        ApiKey.objects.select_related("agent", "agent__tenant", "user", "tenant")
+        .annotate(generation=RawSQL(sql, params, output_field=BigIntegerField()))  # noqa: S611 - fixed SQL
+        .filter(prefix=prefix)
+        .first()
+    )
+
+
+def _lookup(prefix: str) -> ApiKey | None:
+    """The key for ``prefix``: a copy of the one read before while no governance row
+    changed since (one read of the generation), else read again."""
+    if _keys.generation_of(prefix) is not None:
+        generation = generations.current(GENERATION)
+        key = _keys.get(prefix, generation)
+        if key is not None:
+            key.generation = generation  # type: ignore[attr-defined]
+            return key
+    key = _load_key(prefix)
+    if key is not None:
+        _keys.put(prefix, key.generation, key)  # type: ignore[attr-defined]
+    return key
+
+
 def resolve_key(raw: str) -> ApiKey:
     """Find the active key for a presented secret or raise AuthenticationFailed."""
     prefix = split_key(raw)
     if prefix is None:
         raise exceptions.AuthenticationFailed("Invalid API key.")
-    key = (
-        ApiKey.objects.select_related("agent", "agent__tenant", "user", "tenant")
-        .filter(prefix=prefix)
-        .first()
-    )
+    key = _lookup(prefix)
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(raw)):
         raise exceptions.AuthenticationFailed("Invalid API key.")
     if key.revoked_at is not None:
@@ -60,6 +94,9 @@ def resolve_key(raw: str) -> ApiKey:
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
+        # The copy too, or every later request would write it again (the update
+        # leaves the generation as it is: last use is bookkeeping).
+        _keys.update(prefix, key.generation, lambda stored: setattr(stored, "last_used_at", now))  # type: ignore[attr-defined]
     return key
 
 
@@ -112,9 +149,10 @@ def key_principal(key: ApiKey) -> Any:
     personal key acts only in the tenant it was created in, whatever else its user
     belongs to (a console session keeps the tenant switcher).
     """
+    generation = getattr(key, "generation", None)
     if key.agent_id:
-        return AgentPrincipal(key.agent, key)
-    bind_to_tenant(key.user, key.tenant_id)
+        return AgentPrincipal(key.agent, key, generation=generation)
+    bind_to_tenant(key.user, key.tenant_id, generation=generation)
     return key.user
 
 

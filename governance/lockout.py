@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.cache import caches
 from django.db import transaction
 
+from core.counters import count_hit
 from core.env import parse_rate
 
 
@@ -70,12 +71,16 @@ def _idents(address: str, account: str | None) -> list[tuple[str, str]]:
 def lockout_check(*, address: str, account: str | None) -> Lockout | None:
     """The lockout this attempt falls under, or None when it may proceed."""
     now = time.time()
+    rates = _rates()
+    windows = []
     for kind, ident in _idents(address, account):
-        rate = _rates()[kind]
-        if rate is None:
-            continue
-        limit, period = rate
-        if (caches["counters"].get(_counter(kind, ident, period, now)) or 0) >= limit:
+        rate = rates[kind]
+        if rate is not None:
+            windows.append((kind, rate, _counter(kind, ident, rate[1], now)))
+    # Every request with a credential asks: both counters in one read.
+    counts = caches["counters"].get_many([counter for _kind, _rate, counter in windows]) if windows else {}
+    for kind, (limit, period), counter in windows:
+        if (counts.get(counter) or 0) >= limit:
             return Lockout(kind, max(1, int(period - now % period) + 1))
     return None
 
@@ -84,18 +89,13 @@ def lockout_record_failure(*, address: str, account: str | None, channel: str) -
     """Count one failed attempt; the lockout it triggers (audited once), if any."""
     now = time.time()
     started: Lockout | None = None
+    rates = _rates()
     for kind, ident in _idents(address, account):
-        rate = _rates()[kind]
+        rate = rates[kind]
         if rate is None:
             continue
         limit, period = rate
-        counter = _counter(kind, ident, period, now)
-        caches["counters"].add(counter, 0, timeout=period + 1)
-        try:
-            count = caches["counters"].incr(counter)
-        except ValueError:  # expired between add and incr
-            caches["counters"].add(counter, 1, timeout=period + 1)
-            count = 1
+        count = count_hit(caches["counters"], _counter(kind, ident, period, now), period + 1)
         if count == limit and started is None:
             started = Lockout(kind, max(1, int(period - now % period) + 1))
     if started is not None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # request (session or key lookup), so a cache or binding on it never outlives it.
 ROLES_CACHE = "_fedmem_roles"
 _BOUND_TENANT = "_fedmem_bound_tenant_id"
+_GENERATION = "_fedmem_generation"
 
 
 class AgentPrincipal:
@@ -29,10 +30,12 @@ class AgentPrincipal:
     pk = None
     id = None
 
-    def __init__(self, agent: Agent, key: ApiKey) -> None:
+    def __init__(self, agent: Agent, key: ApiKey, *, generation: int | None = None) -> None:
         self.agent = agent
         self.key = key
         self.tenant = agent.tenant
+        # The governance generation the key was read under (see identity_generation).
+        self.generation = generation
 
     def __str__(self) -> str:
         return f"agent:{self.agent.name}"
@@ -48,10 +51,20 @@ def is_agent(principal: object) -> bool:
     return isinstance(principal, AgentPrincipal)
 
 
-def bind_to_tenant(user: Any, tenant_id: Any) -> None:
+def bind_to_tenant(user: Any, tenant_id: Any, *, generation: int | None = None) -> None:
     """Confine this request's user to one tenant (a personal key's)."""
     user.__dict__[_BOUND_TENANT] = tenant_id
+    user.__dict__[_GENERATION] = generation
     user.__dict__.pop(ROLES_CACHE, None)
+
+
+def identity_generation(principal: Any) -> int | None:
+    """The governance generation (core.generations) this request's key was read
+    under: copies of identity rows made under it are current for this request. None
+    for a console session or work without a caller (read those rows afresh)."""
+    if isinstance(principal, AgentPrincipal):
+        return principal.generation
+    return getattr(principal, "__dict__", {}).get(_GENERATION)
 
 
 def bound_tenant_id(principal: Any) -> Any:

@@ -1,3 +1,6 @@
+import weakref
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -31,11 +34,18 @@ class MemoryConfig(AppConfig):
         # model cannot fill the vector column. Reads the model's config files only.
         check_dimension(configured_model_path(), EMBEDDING_DIMENSIONS)
 
+        # The server connections already tuned. Django sends connection_created each
+        # time a request takes a connection from the pool, so without this every
+        # request paid one more statement for settings its connection still holds
+        # (session-level, and the pool does not reset them).
+        tuned: weakref.WeakSet[Any] = weakref.WeakSet()
+
         def tune_hnsw(sender, connection, **kwargs):  # type: ignore[no-untyped-def]
             # Once per connection, not per query: filtered vector searches keep
             # scanning the graph until they have enough rows that pass the filters.
-            if connection.vendor != "postgresql":
+            if connection.vendor != "postgresql" or connection.connection in tuned:
                 return
+            tuned.add(connection.connection)
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT set_config('hnsw.ef_search', %s, false), "

@@ -21,12 +21,14 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from core import generations
 from core.errors import ErrorCode, Forbidden, InvalidInput
 from core.vocabulary import AGENT_OWNED_SCOPES, Classification, Scope
 from governance.models import Agent
 from governance.models.agents import AgentPermission
 from governance.permissions import is_agent
 from governance.policy import MemoryPolicy
+from governance.principals import identity_generation
 from governance.selectors import access_agent
 
 
@@ -84,7 +86,7 @@ def memory_access(principal: Any, agent_id: Any) -> MemoryAccess:
     else:
         actor = Actor("user", str(principal.pk), principal.get_username())
         default_user = principal.get_username()
-    policy, engine = _policy_and_engine(agent)
+    policy, engine = _policy_and_engine(agent, generation=identity_generation(principal))
     return MemoryAccess(agent=agent, policy=policy, actor=actor, default_user_id=default_user, engine=engine)
 
 
@@ -103,22 +105,37 @@ def system_access(agent: Agent) -> MemoryAccess:
     return MemoryAccess(agent=agent, policy=policy, actor=SYSTEM_ACTOR, engine=engine)
 
 
-def _policy_and_engine(agent: Agent) -> tuple[MemoryPolicy, tuple[str, str, str]]:
-    """The policy in force and its version's engine choice, in one query."""
+# Per agent: the policy in force and its engine choice, each valid while the governance
+# generation it was read under stands (policy versions are among the rows whose
+# every change moves it; core.generations). Frozen values: handed out as they are.
+_policies: generations.Cache[tuple[MemoryPolicy, tuple[str, str, str]]] = generations.Cache(copies=False)
+
+
+def _policy_and_engine(
+    agent: Agent, *, generation: int | None = None
+) -> tuple[MemoryPolicy, tuple[str, str, str]]:
+    """The policy in force and its version's engine choice, in one query, or none
+    when it was read under ``generation`` (the request's key's) before."""
     from governance.models import AgentPolicyVersion
     from governance.selectors import memory_policy_from_stored
 
+    cached = _policies.get(agent.pk, generation)
+    if cached is not None:
+        return cached
     row = (
         AgentPolicyVersion.objects.newest_first(agent)
         .values("policy", "engine", "mem0_instance", "cognee_instance")
         .first()
     )
     if row is None:
-        return memory_policy_from_stored(agent.pk, None), ("builtin", "", "")
-    return (
-        memory_policy_from_stored(agent.pk, row["policy"]),
-        (row["engine"], row["mem0_instance"], row["cognee_instance"]),
-    )
+        found = memory_policy_from_stored(agent.pk, None), ("builtin", "", "")
+    else:
+        found = (
+            memory_policy_from_stored(agent.pk, row["policy"]),
+            (row["engine"], row["mem0_instance"], row["cognee_instance"]),
+        )
+    _policies.put(agent.pk, generation, found)
+    return found
 
 
 # --- writes -----------------------------------------------------------------------

@@ -91,3 +91,51 @@ def test_the_default_counters_are_one_table_shared_by_every_client(db):
     second.set("fedmem:test:old", 7, timeout=0)
     assert first.get("fedmem:test:old") is None and first.incr("fedmem:test:old") == 1
     assert second.delete("fedmem:test:shared") and first.get("fedmem:test:shared", 0) == 0
+
+
+def test_a_request_costs_two_counter_statements(world, settings, monkeypatch):
+    """Every request with a key meets the counters twice: its brute-force check reads
+    the address's and the key's failure counters in one statement, its rate limit
+    opens or bumps its window in one upsert (it was four: two reads, add, incr)."""
+    import time
+
+    from core.counters import DatabaseCounterCache
+    from governance.models import ApiKey
+
+    settings.API_RATE_LIMIT = "100/hour"
+    caches["counters"].clear()
+    secret = f.agent_key(world.agent)
+    client = bearer(secret)
+    assert client.get("/v1/me").status_code == 200
+    statements: list[str] = []
+    execute = DatabaseCounterCache._cursor
+
+    def counted(self, sql, params):
+        statements.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(DatabaseCounterCache, "_cursor", counted)
+    for _ in range(3):
+        assert client.get("/v1/me").status_code == 200
+    assert len(statements) == 6
+    # Each request counted once, in the key's window.
+    key = ApiKey.objects.get(prefix=secret.split("_")[1])
+    window = int(time.time() // 3600)
+    assert caches["counters"].get(f"fedmem:rl:key:{key.pk}:3600:{window}") == 4
+
+
+def test_a_new_window_counts_from_its_first_hit_for_its_own_period(db):
+    """count_hit opens a missing (or expired) counter for the period it is given."""
+    from core.counters import DatabaseCounterCache, count_hit
+
+    counters = DatabaseCounterCache("", {})
+    assert count_hit(counters, "fedmem:test:window", 60) == 1
+    assert count_hit(counters, "fedmem:test:window", 60) == 2
+    counters.set("fedmem:test:window", 9, timeout=0)  # expired
+    assert count_hit(counters, "fedmem:test:window", 60) == 1
+    assert counters.get_many(["fedmem:test:window", "fedmem:test:none"]) == {"fedmem:test:window": 1}
+    with counters._conn().execute(
+        "SELECT expires_at - now() FROM core_counter WHERE key LIKE %s", ["%fedmem:test:window"]
+    ) as cursor:
+        (left,) = cursor.fetchone()
+    assert 55 < left.total_seconds() <= 60

@@ -270,3 +270,34 @@ def test_items_without_a_session_or_a_visible_neighbour_get_no_context(access):
     MemoryItem.objects.filter(pk__in=[question.pk, after.pk]).update(invalid_at=retired)
     hits = {h.item.pk: h for h in _recall(access, "favourite video game", scopes=("agent",), top_k=10)}
     assert "context" not in hits[reply.pk].signals
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_hnsw_settings_are_set_once_per_server_connection():
+    """Each request takes a connection from the pool (Django sends connection_created
+    every time); the HNSW breadth and iterative scan are session settings the
+    connection keeps, so they cost a statement once per server connection, not once
+    per request."""
+    from django.conf import settings
+    from django.db import connection
+
+    statements: list[str] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    servers = set()
+    with connection.execute_wrapper(record):
+        for _ in range(4):
+            connection.close()  # back to the pool, as at the end of a request
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan'), "
+                    "pg_backend_pid()"
+                )
+                ef_search, scan, pid = cursor.fetchone()
+            assert (ef_search, scan) == (str(settings.FEDMEM_HNSW_EF_SEARCH), "relaxed_order")
+            servers.add(pid)
+    tunings = sum("set_config('hnsw.ef_search'" in sql for sql in statements)
+    assert tunings <= len(servers) < 4
