@@ -48,6 +48,7 @@ from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
 from memory.retrieval.lexical import bm25_rows, tenant_stats
 from memory.retrieval.specificity import bridge_weight, session_weight
+from memory.retrieval.vectors import stored_vectors
 
 SEED_POOL = 30
 # The best-ranked facts a chain may be walked back through.
@@ -252,23 +253,9 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
 
 
 def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
-    """The entities' ids and their embeddings as float32 rows, in that order.
-
-    Read in pgvector's binary form (``vector_send``: dimensions, a reserved word, then
-    big-endian float32s) rather than as text: the text form of a few hundred
-    384-dimension vectors took tens of milliseconds to parse into Python floats, the
-    bytes are the stored float32s as they are."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, vector_send(embedding) FROM memory_entity WHERE id = ANY(%s::bigint[]) ORDER BY id",
-            [list(entity_ids)],
-        )
-        rows = cursor.fetchall()
-    if not rows:
-        return [], np.zeros((0, 0), dtype=np.float32)
-    # Four header bytes per row; every row has the column's dimensions.
-    matrix = np.vstack([np.frombuffer(bytes(data), dtype=">f4", offset=4) for _pk, data in rows])
-    return [pk for pk, _data in rows], matrix.astype(np.float32)
+    """The entities' ids and their embeddings as float32 rows, in that order (read in
+    pgvector's binary form: :func:`memory.retrieval.vectors.stored_vectors`)."""
+    return stored_vectors(Entity, entity_ids)
 
 
 def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:

@@ -5,6 +5,8 @@ relevance floor."""
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 
@@ -451,3 +453,38 @@ def test_bm25_scores_items_of_one_wording_alike_and_breaks_their_tie_by_recency(
     assert len({score for _pk, score, _c, _cov in head}) == 1  # equal to the last bit
     assert [created for _pk, _s, created, _cov in head] == sorted((i.created_at for i in same), reverse=True)
     assert all(score < head[0][1] for _pk, score, _c, _cov in rows[3:])
+
+
+def test_item_and_span_vectors_read_in_binary_are_the_stored_vectors(access):
+    from memory.models import CausalEdge
+    from memory.models.items import EMBEDDING_DIMENSIONS
+    from memory.retrieval.vectors import stored_vectors
+    from memory.tests.conftest import remember
+
+    # Random float32s: most have no short decimal form, so the text form must round-trip.
+    rng = np.random.default_rng(12)
+    items = [remember(access, f"The pump in hall {n} stopped.", scope="agent").item for n in range(4)]
+    for item in items:
+        MemoryItem.objects.filter(pk=item.pk).update(
+            embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32)
+        )
+    edges = [
+        CausalEdge.objects.create(
+            tenant_id=access.tenant_id, item=item, cause="the pump", effect="stopped", cue="because",
+            cause_embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32),
+            effect_embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32),
+        )
+        for item in items[:3]
+    ]  # fmt: skip
+    wanted = [items[2].pk, items[0].pk, items[3].pk, uuid.uuid4()]
+    ids, matrix = stored_vectors(MemoryItem, wanted)
+    text = dict(MemoryItem.objects.filter(pk__in=wanted).values_list("pk", "embedding"))
+    assert ids == sorted(text) and matrix.dtype == np.float32
+    # Bit for bit what the ORM parses from text, as the float32s the column stores.
+    assert np.array_equal(matrix, np.asarray([text[pk] for pk in ids], dtype=np.float32))
+    for column in ("cause_embedding", "effect_embedding"):
+        ids, matrix = stored_vectors(CausalEdge, [e.pk for e in edges], column)
+        text = dict(CausalEdge.objects.filter(pk__in=ids).values_list("pk", column))
+        assert ids == sorted(e.pk for e in edges)
+        assert np.array_equal(matrix, np.asarray([text[pk] for pk in ids], dtype=np.float32))
+    assert stored_vectors(MemoryItem, [])[0] == []
