@@ -50,6 +50,7 @@ from django.db import connection
 from memory.extraction.clauses import WORD as _WORD
 from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem, SpanLink
+from memory.retrieval.vectors import stored_vectors
 
 FLOOR = 0.6
 # A chain is as strong as its links: a further cause scoring below this share of the
@@ -92,19 +93,29 @@ class Pool:
     stored at extraction (:mod:`memory.extraction.clauses`), else a parse now."""
 
     def __init__(self, tenant_id: Any, ids: list[Any], *, per_language: bool = False) -> None:
+        # Embeddings in binary (the same float32s, without parsing their text).
+        keys, matrix = stored_vectors(MemoryItem, list(ids))
+        vectors = dict(zip(keys, matrix, strict=True))
         rows = MemoryItem.objects.filter(pk__in=ids).values_list(
-            "pk", "content", "embedding", "agent_id", "session_id", "text_language", "clauses"
+            "pk", "content", "agent_id", "session_id", "text_language", "clauses"
         )
-        self.rows = {pk: (content, vector) for pk, content, vector, *_rest in rows}
-        self.sessions = {pk: (agent, session) for pk, _c, _v, agent, session, *_rest in rows if session}
+        self.rows = {pk: (content, vectors[pk]) for pk, content, *_rest in rows}
+        self.sessions = {pk: (agent, session) for pk, _c, agent, session, *_rest in rows if session}
         self.languages = {pk: lang for pk, *_rest, lang, _clauses in rows}
         self.stored = {pk: clauses for pk, *_rest, clauses in rows if clauses}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
         self.edges: dict[Any, CausalEdge] = {}
-        for edge in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=self.ids).order_by("id"):
+        # A fact's first edge; of its spans' embeddings only the cause's is read (in binary).
+        for edge in (
+            CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=self.ids)
+            .defer("cause_embedding", "effect_embedding")
+            .order_by("id")
+        ):
             self.edges.setdefault(edge.item_id, edge)
+        edge_ids, causes = stored_vectors(CausalEdge, [e.pk for e in self.edges.values()], "cause_embedding")
+        self.cause_vectors = dict(zip(edge_ids, causes, strict=True))
         self._profiles: dict[Any, Profile] = {}
 
     def summaries(self, pks: list[Any]) -> dict[Any, dict[str, Any]]:
@@ -133,7 +144,7 @@ class Pool:
                 cause_side = frozenset(summary["inside"])
             self._profiles[pk] = Profile(
                 pk=pk, text=text, vector=vector,
-                cause_vector=edge.cause_embedding if edge is not None else None,
+                cause_vector=self.cause_vectors[edge.pk] if edge is not None else None,
                 changes=bool(summary["changes"]), subject=summary["subject"],
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
                 session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
@@ -191,7 +202,13 @@ def _specific_terms(
 def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tuple[float, CausalEdge]]:
     """(cause item, effect item) -> (1 + link score, the cause item's edge) along stored
     span links between the facts' edges."""
-    edges = {e.pk: e for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids)}
+    # The callers read the edges' spans and cue, never their embeddings.
+    edges = {
+        e.pk: e
+        for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).defer(
+            "cause_embedding", "effect_embedding"
+        )
+    }
     out: dict[tuple[Any, Any], tuple[float, CausalEdge]] = {}
     if not edges:
         return out

@@ -488,3 +488,38 @@ def test_item_and_span_vectors_read_in_binary_are_the_stored_vectors(access):
         assert ids == sorted(e.pk for e in edges)
         assert np.array_equal(matrix, np.asarray([text[pk] for pk in ids], dtype=np.float32))
     assert stored_vectors(MemoryItem, [])[0] == []
+
+
+def test_the_chain_pool_reads_the_vectors_the_orm_parses(access):
+    from memory.models import CausalEdge
+    from memory.models.items import EMBEDDING_DIMENSIONS
+    from memory.reasoning.chain import Pool, asserted_links
+    from memory.tests.conftest import remember
+
+    rng = np.random.default_rng(13)
+    items = [remember(access, f"The valve in line {n} jammed.", scope="agent").item for n in range(3)]
+    for item in items:
+        MemoryItem.objects.filter(pk=item.pk).update(
+            embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32)
+        )
+    for item in items[:2]:
+        CausalEdge.objects.create(
+            tenant_id=access.tenant_id, item=item, cause="the valve", effect="jammed", cue="because",
+            cause_embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32),
+            effect_embedding=rng.standard_normal(EMBEDDING_DIMENSIONS).astype(np.float32),
+        )  # fmt: skip
+    ids = [i.pk for i in items]
+    pool = Pool(access.tenant_id, ids)
+    profiles = pool.profiles(ids)
+    text = dict(MemoryItem.objects.filter(pk__in=ids).values_list("pk", "embedding"))
+    first = {}
+    for edge in CausalEdge.objects.filter(item_id__in=ids).order_by("id"):
+        first.setdefault(edge.item_id, edge.cause_embedding)
+    for pk in ids:
+        parsed = np.asarray(text[pk], dtype=np.float32)
+        assert np.array_equal(np.asarray(profiles[pk].vector, dtype=np.float32), parsed)
+        if pk in first:
+            assert np.array_equal(profiles[pk].cause_vector, np.asarray(first[pk], dtype=np.float32))
+        else:
+            assert profiles[pk].cause_vector is None
+    assert asserted_links(access.tenant_id, ids) == {}
