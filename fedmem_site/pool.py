@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from billiard.pool import RUN, Pool
+from billiard.pool import RUN, Pool, stop_if_not_current
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,19 @@ class RobustBlockingPool(Pool):
         if self._processes == 1 and not self._pool and self._state == RUN:  # no child alive
             self._release_orphaned_locks()
         return super()._repopulate_pool(exitcodes)
+
+    def terminate(self) -> None:
+        # billiard's terminate sends each child a stop sentinel and then takes the job
+        # pipe's read lock. Two ways that wait never ends: the supervisor thread forks a
+        # replacement for a child that just took its sentinel (the new child blocks in
+        # the read, holding the lock, with no sentinel coming), or the only child was
+        # killed holding the lock. So the supervisor stops first, and a lock a dead
+        # child left is released, as on a replacement.
+        self._worker_handler.terminate()
+        stop_if_not_current(self._worker_handler)
+        if self._processes == 1 and not any(p._is_alive() for p in self._pool):
+            self._release_orphaned_locks()
+        super().terminate()
 
     def _release_orphaned_locks(self) -> None:
         # The parent never takes the job pipe's read lock nor the result pipe's write

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 from billiard.pool import Pool
@@ -29,6 +30,30 @@ def test_replacement_of_a_killed_idle_child_takes_the_next_job():
         assert second != first
     finally:
         pool.terminate()
+
+
+def _terminates(pool: Pool, timeout: float = 60) -> bool:
+    done = threading.Thread(target=pool.terminate, daemon=True)
+    done.start()
+    done.join(timeout)
+    return not done.is_alive()
+
+
+def test_terminate_right_after_the_only_child_was_killed_returns():
+    pool = RobustBlockingPool(processes=1)
+    child = pool.apply_async(os.getpid).get(timeout=60)
+    _wait_until_idle_child_holds_lock(pool)
+    os.kill(child, signal.SIGKILL)  # before the supervisor can replace it
+    assert _terminates(pool), "terminate waited for a lock the killed child held"
+
+
+def test_terminate_of_an_idle_pool_returns_every_time():
+    # Each round races the supervisor against the children taking their stop sentinel.
+    for _ in range(5):
+        pool = RobustBlockingPool(processes=1)
+        pool.apply_async(os.getpid).get(timeout=60)
+        _wait_until_idle_child_holds_lock(pool)
+        assert _terminates(pool)
 
 
 def test_celery_prefork_uses_the_robust_pool():
