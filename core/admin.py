@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from core.models import Counter, OutboxMessage
+from core.models import Counter, Generation, OutboxMessage
 
 
 class ReadOnlyModelAdmin(admin.ModelAdmin):
@@ -38,3 +38,10 @@ class CounterAdmin(ReadOnlyModelAdmin):
 
     list_display = ["key", "count", "expires_at"]
     search_fields = ["key"]
+
+
+@admin.register(Generation)
+class GenerationAdmin(ReadOnlyModelAdmin):
+    """The numbers the identity triggers move (core.generations); written by triggers only."""
+
+    list_display = ["name", "value"]

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -39,14 +40,23 @@ def _get(url: str, secret: str) -> int:
         return int(exc.code)
 
 
-def _counter_connections() -> int:
-    """Web processes that have counted something: each opens one counters connection."""
+def _counter_connections(since: Any = None) -> int:
+    """Web processes that have counted something: each opens one counters connection.
+    ``since``: only connections opened from then on (earlier tests' processes, and this
+    one's own counters, may still hold theirs)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND application_name = 'fedmem-counters'"
+            "AND application_name = 'fedmem-counters' AND backend_start >= coalesce(%s, '-infinity')",
+            [since],
         )
         return int(cursor.fetchone()[0])
+
+
+def _database_now() -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
 
 
 @pytest.fixture
@@ -59,6 +69,7 @@ def two_web_processes(tmp_path):
         FEDMEM_API_RATE_LIMIT="30/hour",
     )
     log = tmp_path / "web.log"
+    started = _database_now()
     command = web_command(sys.executable, {"host": "127.0.0.1", "port": port, "web_workers": 2})
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -72,7 +83,7 @@ def two_web_processes(tmp_path):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(log.read_text()) from None
                 time.sleep(0.5)
-        yield base
+        yield base, started
     finally:
         proc.terminate()
         try:
@@ -82,19 +93,19 @@ def two_web_processes(tmp_path):
             proc.wait()
         # Their connections close on their own time; the flush after the test needs them gone.
         deadline = time.monotonic() + 60
-        while _counter_connections() and time.monotonic() < deadline:
+        while _counter_connections(started) and time.monotonic() < deadline:
             time.sleep(0.2)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_two_web_processes_share_the_limit_and_see_a_revocation_at_once(world, two_web_processes):
-    base = two_web_processes
+    base, started = two_web_processes
     key, secret = api_key_create(tenant=world.tenant, agent=world.agent, name="k")
     other = f.agent_key(world.agent)
     # A new connection each time: both processes serve, and each keeps a copy of the key.
     statuses = [_get(f"{base}/v1/me", secret) for _ in range(24)]
     assert statuses == [200] * 24
-    assert _counter_connections() == 2, "both processes answered"
+    assert _counter_connections(started) == 2, "both processes answered"
     # The limit (30 an hour) holds across both processes: one counter, not one each.
     statuses += [_get(f"{base}/v1/me", secret) for _ in range(16)]
     assert statuses.count(200) == 30 and statuses.count(429) == 10
@@ -111,7 +122,7 @@ def test_two_web_processes_share_the_limit_and_see_a_revocation_at_once(world, t
 def test_two_web_processes_apply_a_new_policy_on_the_next_request(world, two_web_processes):
     from governance.services.policies import policy_version_create
 
-    base = two_web_processes
+    base, _started = two_web_processes
     secret = f.agent_key(world.agent)
     url = f"{base}/v1/memory/agents/{world.agent.pk}/memories?scope=agent"
     assert [_get(url, secret) for _ in range(12)] == [200] * 12
