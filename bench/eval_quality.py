@@ -35,6 +35,11 @@ Sets and figures (top 10 of every read path):
   the tune half (0-4), the held-out half (5-9) and all, and per question category
   (1 multi-hop, 2 temporal, 3 inference, 4 single-hop).
 
+The ReasonGraph files list each case's gold chain first, root first, so writing
+them in the file's order tells a reader of write times the gold order.
+``--write-order shuffled`` writes each set in one fixed shuffled order instead: a
+signal that reads causal order from when facts were written must hold up there.
+
 Every figure sits next to plain vector search over the same texts, computed here
 with the packaged MiniLM model (cosine, no fedmem). Not a test: it measures.
 """
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -71,6 +77,8 @@ DEFAULT_DATA = next(
 )
 BATCH = 100
 PATHS = ("vector", "hybrid", "graph", "discover", "answer")
+# --write-order shuffled: one fixed order per set, so runs compare.
+SHUFFLE_SEED = 13
 
 
 # --- server and provisioning --------------------------------------------------------
@@ -643,6 +651,14 @@ def main() -> None:
         action="store_true",
         help="write LoCoMo turns without their session time (occurred_at), as before it existed",
     )
+    parser.add_argument(
+        "--write-order",
+        choices=("given", "shuffled"),
+        default="given",
+        help="ReasonGraph sets: write each set's facts in the file's order (each case's gold chain "
+        "first, in causal order) or shuffled (seeded), so no signal can read the gold order from "
+        "when facts were written",
+    )
     parser.add_argument("--provision", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.provision:
@@ -687,13 +703,16 @@ def main() -> None:
             dump = args.dump.open("w", encoding="utf-8") if args.dump else None
             for name, label, (facts, questions) in chain_sets:
                 agent = agents[name]
+                if args.write_order == "shuffled":
+                    facts = random.Random(f"{label}-{SHUFFLE_SEED}").sample(facts, len(facts))
                 if dump is not None:
                     dump.write(json.dumps({"set": label}) + "\n")
                 chain_paths = tuple(args.chain_paths.split(","))
                 table, root, n_facts = eval_chains(
                     Api(base, agent), vectors, facts, questions, chain_paths, dump
                 )
-                print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent")
+                print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent, "
+                      f"written in the {args.write_order} order")  # fmt: skip
                 print(
                     f"{'read path (top 10)':<22}{'chain@10':>10}{'full@10':>9}{'recall@5':>10}{'prec@5':>8}"
                 )
