@@ -18,11 +18,32 @@ from django.db.models.expressions import RawSQL
 from memory.embeddings import embed_query
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.graphrank import (
-    CAUSAL_WEIGHT, CHAIN_BONUS, CHAIN_POOL, GRAPH_WEIGHT, SEED_POOL, SESSION_SEEDS,
-    SESSION_WEIGHT, SESSION_WINDOW, TERM_BRIDGES, TERM_FLOOR, TERM_SOURCES, TERM_WEIGHT,
-    Ranked, _causal_neighbours, _entity_neighbours, _order, _Reach, _restart,
-    _session_neighbours, entity_synonyms, entity_weights, item_mentions, link_basis,
-    relevance, session_sizes, support,
+    CAUSAL_WEIGHT,
+    CHAIN_BONUS,
+    CHAIN_POOL,
+    GRAPH_WEIGHT,
+    SEED_POOL,
+    SESSION_SEEDS,
+    SESSION_WEIGHT,
+    SESSION_WINDOW,
+    TERM_BRIDGES,
+    TERM_FLOOR,
+    TERM_SOURCES,
+    TERM_WEIGHT,
+    Ranked,
+    _causal_neighbours,
+    _entity_neighbours,
+    _order,
+    _Reach,
+    _restart,
+    _session_neighbours,
+    entity_synonyms,
+    entity_weights,
+    item_mentions,
+    link_basis,
+    relevance,
+    session_sizes,
+    support,
 )
 from memory.retrieval.hybrid import retrieve
 from memory.retrieval.lexical import bm25_rows, tenant_stats
