@@ -350,18 +350,19 @@ def rank(
 
     # Rows (visibility holds for every one) with their similarity to the query.
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
-    rows = {
-        item.pk: item
-        for item in view.items()
+    similarity = RawSQL('1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField())
+    # What the graph needs of each candidate; whole rows are read for the returned ones
+    # only (a few hundred model instances were a tenth of the rank's time).
+    rows: dict[Any, MemoryItem] = {}
+    similarities: dict[Any, float | None] = {}
+    for pk, agent_id, session_id, sim_pk in (
+        view.items()
         .filter(pk__in=list(reach))
-        .annotate(
-            similarity=RawSQL(
-                '1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField()
-            )
-        )
-        # The parse summaries are read by the chain pool, not from these rows.
-        .defer("embedding", "search_vector", "clauses")
-    }
+        .annotate(similarity=similarity)
+        .values_list("id", "agent_id", "session_id", "similarity")
+    ):
+        rows[pk] = MemoryItem(id=pk, agent_id=agent_id, session_id=session_id)
+        similarities[pk] = sim_pk
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
     # Only the items no round has read: the others' mentions are already known.
@@ -388,7 +389,7 @@ def rank(
     lex = np.zeros(n)
     for pk in ids:
         hit = seeds.get(pk)
-        sim[index[pk]] = float(rows[pk].similarity or 0.0)
+        sim[index[pk]] = float(similarities[pk] or 0.0)
         lex[index[pk]] = float(hit.signals.get("lexical", 0.0)) if hit else 0.0
         rel[index[pk]] = relevance(sim[index[pk]], lex[index[pk]])
 
@@ -407,13 +408,13 @@ def rank(
         if entity_id in weights:
             mentioned_by.setdefault(entity_id, set()).add(item_id)
             entities_of.setdefault(item_id, set()).add(entity_id)
-    synonym_pairs: set[tuple[Any, Any]] = set()
+    synonym_entities: set[tuple[int, int]] = set()
     for a, b, sim_ab in entity_synonyms(entity_ids):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
-        for x in mentioned_by.get(a, ()):
-            for y in mentioned_by.get(b, ()):
-                synonym_pairs |= {(x, y), (y, x)} if x != y else set()
+        synonym_entities |= {(a, b), (b, a)}
+    # Facts naming near-synonymous spans (asked pair by pair, as the shared entities).
+    synonym_pairs = SynonymSpans(entities_of, synonym_entities)
     for a, b, score in causal:
         if a in index and b in index:
             adjacency[index[a], index[b]] += CAUSAL_WEIGHT * score
@@ -482,7 +483,17 @@ def rank(
             bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
         found.score += bonus
     ranked.sort(key=_order)
-    return [best, *ranked][:limit]
+    out = [best, *ranked][:limit]
+    full = {
+        item.pk: item
+        for item in view.items()
+        .filter(pk__in=[r.item.pk for r in out])
+        .annotate(similarity=similarity)
+        # The parse summaries are read by the chain pool, not from these rows.
+        .defer("embedding", "search_vector", "clauses")
+    }
+    # A fact deleted since it was ranked (a moment ago) is left out.
+    return [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
 
 
 def _order(r: Ranked) -> tuple[float, float, str]:
@@ -508,6 +519,22 @@ class SharedEntity(Container[tuple[Any, Any]]):
         return bool(mine and theirs) and not mine.isdisjoint(theirs)  # type: ignore[union-attr]
 
 
+class SynonymSpans(Container[tuple[Any, Any]]):
+    """The pairs of distinct facts of which one mentions an entity and the other a
+    near-synonym of it, asked pair by pair (spelled out, quadratic as SharedEntity)."""
+
+    def __init__(self, entities_of: dict[Any, set[int]], synonyms: set[tuple[int, int]]) -> None:
+        self.entities_of = entities_of
+        self.synonyms = synonyms  # both directions
+
+    def __contains__(self, pair: object) -> bool:
+        x, y = pair  # type: ignore[misc]
+        if x == y or not self.synonyms:
+            return False
+        theirs = self.entities_of.get(y, set())
+        return any((a, b) in self.synonyms for a in self.entities_of.get(x, ()) for b in theirs)
+
+
 class Either(Container[tuple[Any, Any]]):
     """A pair in one container or the other (their union, without building it)."""
 
@@ -523,7 +550,7 @@ def link_basis(
     effect: Any,
     asserted: dict[tuple[Any, Any], Any],
     joined: Container[tuple[Any, Any]],
-    synonyms: set[tuple[Any, Any]],
+    synonyms: Container[tuple[Any, Any]],
     sessions: dict[Any, Any],
 ) -> str:
     """What joins a chain step: a stored span link, a specific entity or synonym span,
