@@ -294,12 +294,17 @@ def _scored(
     # vector once per query term (at 10k items, 160 of a term bridge's 200 ms). Each
     # sum is taken in lexeme order: items of one wording score alike to the last bit,
     # so their tie is broken by recency, not by the order rows were grouped in.
+    # The query's lexemes are kept inside the vector (marked with weight A, every
+    # stored lexeme has weight D and positions: to_tsvector), so unnest builds rows
+    # (and their position and weight arrays) for those only: the same rows as
+    # unnesting all and filtering, ~13% less time per statement at 10k items.
     sql = (
         f"WITH m AS MATERIALIZED ({msql}), "  # noqa: S608 - compiled by Django, values are parameters
         "q AS (SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[]) AS q(l, lexeme, idf)), "
         "u AS MATERIALIZED (SELECT m.id, m.created_at, m.text_language, m.dl, u.lexeme, "
         "coalesce(array_length(u.positions, 1), 1)::float8 AS tf "
-        "FROM m CROSS JOIN LATERAL unnest(m.search_vector) AS u WHERE u.lexeme = ANY(%s::text[])) "
+        "FROM m CROSS JOIN LATERAL "
+        "unnest(ts_filter(setweight(m.search_vector, 'A', %s::text[]), '{a}')) AS u) "
         "SELECT u.id, u.created_at, u.text_language, "
         "sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * u.dl / %s)) ORDER BY q.l, q.lexeme) AS score "
         "FROM u JOIN q ON q.l = u.text_language AND q.lexeme = u.lexeme "

@@ -11,7 +11,9 @@ from memory.enforcement import Keys, read_scopes, visible_q
 from memory.reasoning import graph
 from memory.retrieval import graphrank
 from memory.retrieval.hybrid import RecallQuery
+from memory.retrieval.lexical import bm25_rows, bm25_rows_many
 from memory.tests.graph_helpers import DISTRACTOR, INCIDENT, fact
+from memory.tests.graphrank_reference import bm25_rows as reference_bm25_rows
 from memory.tests.graphrank_reference import reference_rank
 
 # Two told matters with near-identical wordings across sessions, facts sharing specific
@@ -88,3 +90,16 @@ def test_a_small_visit_budget_cuts_the_neighbourhood_as_before(access, written):
     rq = RecallQuery(query=QUERIES[0], scopes=scopes, keys=Keys(narrow=True), top_k=3)
     expected = _signature(reference_rank(access, rq, view, hops=2, limit=3, max_visited=8))
     _same(_signature(graphrank.rank(access, rq, view, hops=2, limit=3, max_visited=8)), expected)
+
+
+def test_the_bm25_statement_scores_as_before(access, written):
+    # Every fact as the query (as a term bridge reads it) and the questions (as the
+    # hybrid seeds do): the same rows, in the same order, with the same floats.
+    view = graph.View(access, visible_q(access, read_scopes(access, None)))
+    texts = [text for _session, text in FACTS] + QUERIES
+    for text in texts:
+        expected = reference_bm25_rows(view.items(), access.tenant_id, text, 7)
+        assert bm25_rows(view.items(), access.tenant_id, text, 7) == expected, text
+    assert bm25_rows_many(view.items(), access.tenant_id, texts, 7) == [
+        reference_bm25_rows(view.items(), access.tenant_id, text, 7) for text in texts
+    ]
