@@ -351,18 +351,15 @@ def rank(
     # Rows (visibility holds for every one) with their similarity to the query.
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
     similarity = RawSQL('1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField())
-    # What the graph needs of each candidate; whole rows are read for the returned ones
-    # only (a few hundred model instances were a tenth of the rank's time).
-    rows: dict[Any, MemoryItem] = {}
-    similarities: dict[Any, float | None] = {}
-    for pk, agent_id, session_id, sim_pk in (
-        view.items()
+    # What the graph needs of each candidate; whole rows (every field parsed into a
+    # model) are read below for the returned ones only, not for a few hundred.
+    rows = {
+        item.pk: item
+        for item in view.items()
         .filter(pk__in=list(reach))
         .annotate(similarity=similarity)
-        .values_list("id", "agent_id", "session_id", "similarity")
-    ):
-        rows[pk] = MemoryItem(id=pk, agent_id=agent_id, session_id=session_id)
-        similarities[pk] = sim_pk
+        .only("id", "agent_id", "session_id")
+    }
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
     # Only the items no round has read: the others' mentions are already known.
@@ -389,7 +386,7 @@ def rank(
     lex = np.zeros(n)
     for pk in ids:
         hit = seeds.get(pk)
-        sim[index[pk]] = float(similarities[pk] or 0.0)
+        sim[index[pk]] = float(rows[pk].similarity or 0.0)
         lex[index[pk]] = float(hit.signals.get("lexical", 0.0)) if hit else 0.0
         rel[index[pk]] = relevance(sim[index[pk]], lex[index[pk]])
 
