@@ -435,6 +435,11 @@ def main() -> None:
     print(f"machine: {info['cores']} cores, {info['ram']} RAM, {info['cpu']}, load {info['load']}")
     get_embedder()
     get_nlp()
+    # As a serving process after its warm-up (providers.apps.start_warmup): what is
+    # loaded by now is frozen, so full collections do not walk it during the calls.
+    import gc
+
+    gc.freeze()
     owner, _ = User.objects.get_or_create(username="bench-graph-owner")
 
     def agent_in(slug: str):  # type: ignore[no-untyped-def]

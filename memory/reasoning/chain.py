@@ -42,6 +42,7 @@ Everything here reads rows; nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +270,7 @@ def cause_score(
     cause: Profile,
     effect: Profile,
     asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
-    joined: set[tuple[Any, Any]],
+    joined: Container[tuple[Any, Any]],
     strict: bool = False,
 ) -> float:
     """How well ``cause`` reads as the cause of ``effect`` (0 when they are not joined).
@@ -297,7 +298,7 @@ def walk_back(
     anchor: Any,
     pool: Pool,
     asserted: dict[tuple[Any, Any], tuple[float, CausalEdge]],
-    joined: set[tuple[Any, Any]],
+    joined: Container[tuple[Any, Any]],
     max_facts: int = MAX_FACTS,
     strict: bool = False,
 ) -> list[tuple[Any, float]]:

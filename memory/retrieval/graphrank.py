@@ -31,6 +31,7 @@ ranked: its signals, the bridges and links that reached it.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
@@ -46,7 +47,7 @@ from memory.enforcement import MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
-from memory.retrieval.lexical import bm25_rows, tenant_stats
+from memory.retrieval.lexical import bm25_rows_many, tenant_stats
 from memory.retrieval.specificity import bridge_weight, session_weight
 from memory.retrieval.vectors import stored_vectors
 
@@ -243,10 +244,11 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
     term bridges, for facts whose shared thing the entity spans name differently
     ("higher training throughput" / "model training throughput")."""
     out = []
-    for item in items:
-        for pk, _score, _created, coverage in bm25_rows(
-            view.items(), tenant_id, item.content, TERM_BRIDGES + 1
-        ):
+    # One statement parses every source's words and one reads their statistics; each
+    # source is then scored by its own BM25 statement (see bm25_rows_many).
+    found = bm25_rows_many(view.items(), tenant_id, [item.content for item in items], TERM_BRIDGES + 1)
+    for item, rows in zip(items, found, strict=True):
+        for pk, _score, _created, coverage in rows:
             if pk != item.pk and coverage >= TERM_FLOOR:
                 out.append((item.pk, pk, min(coverage, 1.0)))
     return out
@@ -302,6 +304,9 @@ def rank(
     weights: dict[int, tuple[str, float]] = {}
     terms: list[tuple[Any, Any, float]] = []
     sources = [h.item for h in hits[:TERM_SOURCES]]
+    # The mentions of every item read so far: the graph below needs them again.
+    read_mentions: set[Any] = set()
+    known_mentions: list[tuple[Any, int]] = []
     for hop in range(1, hops + 1):
         if not frontier or len(reach) >= max_visited:
             break
@@ -321,6 +326,8 @@ def rank(
             }
             reached(b, a, "causal", hop, step)
         mentions = item_mentions(tenant_id, frontier)
+        read_mentions.update(frontier)
+        known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
         weights.update(entity_weights(tenant_id, new_entities, documents))
         source: dict[int, Any] = {}
@@ -343,20 +350,22 @@ def rank(
 
     # Rows (visibility holds for every one) with their similarity to the query.
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
+    similarity = RawSQL('1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField())
+    # What the graph needs of each candidate; whole rows (every field parsed into a
+    # model) are read below for the returned ones only, not for a few hundred.
     rows = {
         item.pk: item
         for item in view.items()
         .filter(pk__in=list(reach))
-        .annotate(
-            similarity=RawSQL(
-                '1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField()
-            )
-        )
-        .defer("embedding", "search_vector")
+        .annotate(similarity=similarity)
+        .only("id", "agent_id", "session_id")
     }
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
-    all_mentions = item_mentions(tenant_id, ids)
+    # Only the items no round has read: the others' mentions are already known.
+    in_graph = set(ids)
+    all_mentions = [m for m in known_mentions if m[0] in in_graph]
+    all_mentions += item_mentions(tenant_id, [pk for pk in ids if pk not in read_mentions])
     weights.update(entity_weights(tenant_id, sorted({e for _, e in all_mentions} - set(weights)), documents))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
@@ -382,22 +391,27 @@ def rank(
         rel[index[pk]] = relevance(sim[index[pk]], lex[index[pk]])
 
     adjacency = np.zeros((n, n))
-    for item_id, entity_id in all_mentions:
-        if entity_id in weights and item_id in index:
-            w = weights[entity_id][1]
-            adjacency[index[item_id], index[entity_id]] += w
-            adjacency[index[entity_id], index[item_id]] += w
+    # The mention rows are distinct (item, entity) pairs, so each cell gets one weight.
+    bridging_mentions = [(i, e) for i, e in all_mentions if e in weights and i in index]
+    if bridging_mentions:
+        at_item = np.fromiter((index[i] for i, _e in bridging_mentions), np.intp, len(bridging_mentions))
+        at_entity = np.fromiter((index[e] for _i, e in bridging_mentions), np.intp, len(bridging_mentions))
+        w_mention = np.fromiter((weights[e][1] for _i, e in bridging_mentions), float, len(bridging_mentions))
+        np.add.at(adjacency, (at_item, at_entity), w_mention)
+        np.add.at(adjacency, (at_entity, at_item), w_mention)
     mentioned_by: dict[int, set[Any]] = {}
+    entities_of: dict[Any, set[int]] = {}
     for item_id, entity_id in all_mentions:
         if entity_id in weights:
             mentioned_by.setdefault(entity_id, set()).add(item_id)
-    synonym_pairs: set[tuple[Any, Any]] = set()
+            entities_of.setdefault(item_id, set()).add(entity_id)
+    synonym_entities: set[tuple[int, int]] = set()
     for a, b, sim_ab in entity_synonyms(entity_ids):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
-        for x in mentioned_by.get(a, ()):
-            for y in mentioned_by.get(b, ()):
-                synonym_pairs |= {(x, y), (y, x)} if x != y else set()
+        synonym_entities |= {(a, b), (b, a)}
+    # Facts naming near-synonymous spans (asked pair by pair, as the shared entities).
+    synonym_pairs = SynonymSpans(entities_of, synonym_entities)
     for a, b, score in causal:
         if a in index and b in index:
             adjacency[index[a], index[b]] += CAUSAL_WEIGHT * score
@@ -445,11 +459,9 @@ def rank(
     # Then the causes behind it, walked back one best cause at a time (the chain a
     # why-question asks for), through the best-ranked facts of the neighbourhood.
     pool = [best.item.pk, *(r.item.pk for r in ranked[:CHAIN_POOL])]
-    joined = {
-        (x, y) for e in entity_ids for x in mentioned_by.get(e, ()) for y in mentioned_by.get(e, ()) if x != y
-    }
+    joined = SharedEntity(entities_of)
     asserted = asserted_links(tenant_id, pool)
-    steps = walk_back(best.item.pk, Pool(tenant_id, pool), asserted, joined | synonym_pairs)
+    steps = walk_back(best.item.pk, Pool(tenant_id, pool), asserted, Either(joined, synonym_pairs))
     by_pk = {r.item.pk: r for r in ranked}
     sessions = {pk: (r.item.agent_id, r.item.session_id) for pk, r in by_pk.items() if r.item.session_id}
     if best.item.session_id:
@@ -468,7 +480,17 @@ def rank(
             bonus = max(0.0, min(bonus, ceiling - found.score - 1e-6))
         found.score += bonus
     ranked.sort(key=_order)
-    return [best, *ranked][:limit]
+    out = [best, *ranked][:limit]
+    full = {
+        item.pk: item
+        for item in view.items()
+        .filter(pk__in=[r.item.pk for r in out])
+        .annotate(similarity=similarity)
+        # The parse summaries are read by the chain pool, not from these rows.
+        .defer("embedding", "search_vector", "clauses")
+    }
+    # A fact deleted since it was ranked (a moment ago) is left out.
+    return [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
 
 
 def _order(r: Ranked) -> tuple[float, float, str]:
@@ -477,12 +499,55 @@ def _order(r: Ranked) -> tuple[float, float, str]:
     return (-round(r.score, 9), -r.relevance, str(r.item.pk))
 
 
+class SharedEntity(Container[tuple[Any, Any]]):
+    """The pairs of distinct facts that mention one bridging entity, asked pair by pair.
+    Spelled out, the set is quadratic in the facts an entity reaches (a specific entity
+    of a few hundred candidates made ~100 ms of set building per rank); the walk and
+    the chain bonus only ever ask whether one pair is in it."""
+
+    def __init__(self, entities_of: dict[Any, set[int]]) -> None:
+        self.entities_of = entities_of
+
+    def __contains__(self, pair: object) -> bool:
+        x, y = pair  # type: ignore[misc]
+        if x == y:
+            return False
+        mine, theirs = self.entities_of.get(x), self.entities_of.get(y)
+        return bool(mine and theirs) and not mine.isdisjoint(theirs)  # type: ignore[union-attr]
+
+
+class SynonymSpans(Container[tuple[Any, Any]]):
+    """The pairs of distinct facts of which one mentions an entity and the other a
+    near-synonym of it, asked pair by pair (spelled out, quadratic as SharedEntity)."""
+
+    def __init__(self, entities_of: dict[Any, set[int]], synonyms: set[tuple[int, int]]) -> None:
+        self.entities_of = entities_of
+        self.synonyms = synonyms  # both directions
+
+    def __contains__(self, pair: object) -> bool:
+        x, y = pair  # type: ignore[misc]
+        if x == y or not self.synonyms:
+            return False
+        theirs = self.entities_of.get(y, set())
+        return any((a, b) in self.synonyms for a in self.entities_of.get(x, ()) for b in theirs)
+
+
+class Either(Container[tuple[Any, Any]]):
+    """A pair in one container or the other (their union, without building it)."""
+
+    def __init__(self, *parts: Container[tuple[Any, Any]]) -> None:
+        self.parts = parts
+
+    def __contains__(self, pair: object) -> bool:
+        return any(pair in part for part in self.parts)
+
+
 def link_basis(
     cause: Any,
     effect: Any,
     asserted: dict[tuple[Any, Any], Any],
-    joined: set[tuple[Any, Any]],
-    synonyms: set[tuple[Any, Any]],
+    joined: Container[tuple[Any, Any]],
+    synonyms: Container[tuple[Any, Any]],
     sessions: dict[Any, Any],
 ) -> str:
     """What joins a chain step: a stored span link, a specific entity or synonym span,
