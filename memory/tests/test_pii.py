@@ -3,7 +3,9 @@ replaced, in bounded windows over the shared parse."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import time
 
 import pytest
 
@@ -93,3 +95,62 @@ def test_detection_and_extraction_share_one_parse():
     text = "Maria Gonzalez moved the billing service to Lisbon because of latency."
     detect_personal_data([text])
     assert parse([text])[0] is parse([text])[0]
+
+
+# Short writes as the load bench and agents send them, and the short texts above.
+CONCURRENT_WRITES = [
+    *[text for text in FOUND_BEFORE if len(text) < 200],
+    "The billing service had incident 48213 today.",
+    "The checkout service had incident 7 today because the cache was cold.",
+    "Maria Gonzalez moved the search service to Lisbon after the outage.",
+]
+
+
+def test_concurrent_writes_are_detected_together_each_as_alone():
+    from memory.extraction import nlp
+    from memory.services.write.prepare import DetectionBatcher, detect_and_read
+
+    # Each text alone: its own parse, its own findings and extraction inputs.
+    alone = []
+    for text in CONCURRENT_WRITES:
+        nlp._docs.clear()
+        alone.append(detect_and_read([text]))
+    nlp._docs.clear()
+    batcher = DetectionBatcher()
+    # The parse lock held here keeps the first write's detection waiting in spaCy,
+    # so the writes that arrive meanwhile queue and go into the next run together.
+    with nlp.run_lock:
+        first = batcher.submit(CONCURRENT_WRITES[:1])
+        while batcher.runs < 1:
+            time.sleep(0.001)
+        rest = [batcher.submit([text]) for text in CONCURRENT_WRITES[1:]]
+    results = [first.result(timeout=60), *(future.result(timeout=60) for future in rest)]
+    assert batcher.runs == 2
+    assert results == alone
+    assert [r[0][0].types for r in results[:10]] == list(FOUND_BEFORE.values())[:10]
+
+
+def test_a_write_whose_detection_fails_fails_alone(monkeypatch):
+    from memory.extraction import nlp
+
+    # The module, not the function of the same name memory.services.write exports.
+    prepare = importlib.import_module("memory.services.write.prepare")
+    real = prepare.detect_and_read
+
+    def failing(texts: list[str]) -> tuple[list[object], list[object]]:
+        if "poison" in " ".join(texts):
+            raise RuntimeError("parser failed")
+        return real(texts)
+
+    monkeypatch.setattr(prepare, "detect_and_read", failing)
+    batcher = prepare.DetectionBatcher()
+    with nlp.run_lock:
+        first = batcher.submit(["The billing service is fine."])
+        while batcher.runs < 1:
+            time.sleep(0.001)
+        good = batcher.submit(["The search service is fine."])
+        bad = batcher.submit(["A poison text."])
+    assert first.result(timeout=60)[0][0].personal_data is False
+    assert good.result(timeout=60)[0][0].personal_data is False
+    with pytest.raises(RuntimeError, match="parser failed"):
+        bad.result(timeout=60)

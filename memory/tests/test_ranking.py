@@ -523,3 +523,44 @@ def test_the_chain_pool_reads_the_vectors_the_orm_parses(access):
         else:
             assert profiles[pk].cause_vector is None
     assert asserted_links(access.tenant_id, ids) == {}
+
+
+def test_bm25_scores_are_okapi_bm25_of_each_items_term_frequencies(access):
+    from django.db import connection
+
+    from memory.tests.conftest import remember
+
+    texts = [
+        "The pump failed, and the spare pump failed too, in hall 3.",
+        "The pump in hall 4 was replaced.",
+        "Hall 3 flooded after the storm.",
+        "Nothing about the question here at all.",
+        "Der Pumpenraum in Halle 3 ist überflutet.",
+    ]
+    items = [remember(access, text, scope="agent").item for text in texts]
+    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    query = "why did the pump in hall 3 fail"
+    rows = lexical.bm25_rows(base, access.tenant_id, query, 10)
+    # The reference: every lexeme of each item's stored vector with its position
+    # count, and the tenant's statistics, in the textbook formula.
+    terms = lexical.query_lexemes(query, lexical.query_languages(access.tenant_id, query))
+    stats = lexical.tenant_stats(access.tenant_id, terms)
+    expected = {}
+    for item in items:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT text_language, length(search_vector), u.lexeme, array_length(u.positions, 1) "
+                "FROM memory_item CROSS JOIN LATERAL unnest(search_vector) AS u WHERE id = %s",
+                [item.pk],
+            )
+            found = cursor.fetchall()
+        score = 0.0
+        for lang, dl, lexeme, tf in found:
+            if (lang, lexeme) in terms:
+                norm = lexical.K1 * (1 - lexical.B + lexical.B * dl / stats.avg_length)
+                score += stats.idf((lang, lexeme)) * tf * (lexical.K1 + 1) / (tf + norm)
+        if score:
+            expected[item.pk] = score
+    assert {pk: pytest.approx(score, rel=1e-9) for pk, score, _c, _cov in rows} == expected
+    # A repeated word counts: the item naming the pump twice leads.
+    assert rows[0][0] == items[0].pk
