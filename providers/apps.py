@@ -38,8 +38,9 @@ def start_warmup(*, models: bool = False) -> None:
                 logger.exception("loading the recall models at start-up failed")
             # What start-up loaded (Django, SDKs, the models: millions of objects) lives
             # as long as the process; frozen, a full collection no longer walks it. Each
-            # full collection took 100-120 ms of the request it fell into (the graph
-            # rank's slowest calls at 10k facts), 6-8 ms after the freeze.
+            # full collection took 100-600 ms of the request it fell into (the graph
+            # rank's slowest calls at 10k facts, docs/graph.md "Figures"), mostly
+            # under 25 ms after the freeze.
             gc.freeze()
 
     # Off the request path: the first recall must not pay for SDK imports or a model load.
