@@ -154,3 +154,25 @@ def test_a_write_whose_detection_fails_fails_alone(monkeypatch):
     assert good.result(timeout=60)[0][0].personal_data is False
     with pytest.raises(RuntimeError, match="parser failed"):
         bad.result(timeout=60)
+
+
+def test_a_write_that_does_not_fit_the_batch_runs_next_in_its_turn():
+    from memory.extraction import nlp
+    from memory.services.write.prepare import DetectionBatcher
+
+    batcher = DetectionBatcher(batch_size=32)
+    large = [f"The pump in hall {n} failed." for n in range(40)]
+    with nlp.run_lock:
+        first = batcher.submit(["The billing service is fine."])
+        while batcher.runs < 1:
+            time.sleep(0.001)
+        small = batcher.submit(["Contact dana.lee@example.org about the renewal."])
+        big = batcher.submit(large)
+        last = batcher.submit(["Yesterday Maria Gonzalez approved the budget for the Lisbon team."])
+    assert last.result(timeout=120)[0][0].types == ("PERSON",)
+    # The first write alone, the small one (the large one would overfill it), the
+    # large one alone, then the last: in the order they came.
+    assert batcher.runs == 4
+    assert small.result()[0][0].types == ("EMAIL_ADDRESS",)
+    assert len(big.result()[0]) == 40 and not any(f.personal_data for f in big.result()[0])
+    assert first.result()[0][0].personal_data is False

@@ -190,6 +190,9 @@ class DetectionBatcher:
         self._queue: queue.SimpleQueue[tuple[list[str], Future[tuple[list[Any], list[Any]]]]] = (
             queue.SimpleQueue()
         )
+        # A write taken from the queue that did not fit the last run (the batcher
+        # thread's own; nothing else touches it).
+        self._held: tuple[list[str], Future[tuple[list[Any], list[Any]]]] | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._start_lock = threading.Lock()
@@ -201,6 +204,7 @@ class DetectionBatcher:
                 if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                     self._pid = os.getpid()
                     self._queue = queue.SimpleQueue()
+                    self._held = None
                     self._thread = threading.Thread(target=self._run, name="fedmem-pii", daemon=True)
                     self._thread.start()
 
@@ -211,12 +215,16 @@ class DetectionBatcher:
         return future
 
     def _take(self) -> list[tuple[list[str], Future[tuple[list[Any], list[Any]]]]]:
-        jobs = [self._queue.get()]  # wait for work
+        first, self._held = self._held, None
+        jobs = [first if first is not None else self._queue.get()]  # wait for work
         size = len(jobs[0][0])
         while size < self.batch_size:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
+                break
+            if size + len(job[0]) > self.batch_size:
+                self._held = job  # first in the next run, so the order of arrival holds
                 break
             jobs.append(job)
             size += len(job[0])
