@@ -137,6 +137,26 @@ def warm(base: str, secret: str, agent_id: str, timeout: float = 300) -> None:
             break
 
 
+def settle(agent_id: str, timeout: float = 600) -> None:
+    """After the last level: how many remembers still wait for their extraction, and
+    how fast the worker clears them with no requests coming in (each remember is an
+    extraction task of its own, so this is the worker's task rate)."""
+    from memory.models import MemoryItem
+
+    def pending() -> int:
+        return MemoryItem.objects.filter(agent_id=agent_id, extraction_status="pending").count()
+
+    backlog = pending()
+    began = time.monotonic()
+    left = backlog
+    while left and time.monotonic() - began < timeout:
+        time.sleep(0.5)
+        left = pending()
+    seconds = time.monotonic() - began
+    rate = f", {(backlog - left) / seconds:.1f}/s" if backlog and seconds else ""
+    print(f"extraction backlog after the last level: {backlog}, {left} left after {seconds:.1f} s{rate}")
+
+
 def server_processes(server_pid: int | None) -> list:
     """The server's processes: fedmem_run and its children (web processes, worker)
     and the embedded PostgreSQL of this data folder with its backends."""
@@ -266,6 +286,7 @@ def main() -> None:
         )
         for clients in [int(x) for x in args.levels.split(",")]:
             run_level(base, secret, agent_id, clients, args.seconds, server_pid=server.pid)
+        settle(agent_id)
         print(f"machine at end: {describe()}")
     finally:
         server.terminate()

@@ -84,3 +84,19 @@ def test_an_unreadable_message_is_skipped_and_the_next_one_read(tmp_path: Path) 
         message.ack()
         with pytest.raises(q.Empty):
             q.get(timeout=0.1)
+
+
+def test_the_default_worker_looks_for_work_more_often_than_once_a_second() -> None:
+    """A worker whose prefetch slots are full is told "empty" and sleeps the
+    transport's polling interval; at kombu's 1 s it ran one task per slot per second
+    (2 extractions/s under load, however short each was). The configured interval
+    must reach the transport the worker uses."""
+    from django.conf import settings
+
+    from fedmem_site.celery import app
+
+    configured = settings.CELERY_BROKER_TRANSPORT_OPTIONS["polling_interval"]
+    with app.connection_for_read() as conn:
+        assert isinstance(conn.transport, Transport)
+        assert conn.transport.polling_interval == configured
+    assert configured < 1.0

@@ -50,6 +50,7 @@ def start(**env: str) -> subprocess.CompletedProcess:
         ({"FEDMEM_AUDIT_KEY": "short"}, "FEDMEM_AUDIT_KEY must be at least 32 characters"),
         ({"FEDMEM_ENV": "production", "FEDMEM_SECRET_KEY": "short"}, "at least 50 characters"),
         ({"DATABASE_URL": "sqlite:///db.sqlite3"}, "DATABASE_URL must be a postgres"),
+        ({"FEDMEM_BROKER_POLL_SECONDS": "0"}, "FEDMEM_BROKER_POLL_SECONDS=0.0 is below the minimum"),
     ],
 )
 def test_bad_configuration_fails_loudly(env, message):

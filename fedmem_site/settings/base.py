@@ -295,6 +295,12 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
         "store_processed": False,
+        # A worker whose prefetch slots are full gets "empty" from the transport and
+        # sleeps this long before it asks again, however soon a slot frees: kombu's
+        # default of 1 s capped extraction at one task per slot per second while
+        # remembers arrived faster. Listing the queue folder 20 times a second costs
+        # next to nothing.
+        "polling_interval": env_float("FEDMEM_BROKER_POLL_SECONDS", 0.05, minimum=0.001),
     }
     # The filesystem transport has no fanout exchange for remote control.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
