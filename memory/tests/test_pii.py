@@ -176,3 +176,23 @@ def test_a_write_that_does_not_fit_the_batch_runs_next_in_its_turn():
     assert small.result()[0][0].types == ("EMAIL_ADDRESS",)
     assert len(big.result()[0]) == 40 and not any(f.personal_data for f in big.result()[0])
     assert first.result()[0][0].personal_data is False
+
+
+def test_writes_queued_when_the_detection_thread_died_are_answered_by_its_successor():
+    import os
+    import threading
+    from concurrent.futures import Future
+
+    from memory.services.write.prepare import DetectionBatcher
+
+    batcher = DetectionBatcher()
+    # A thread of this process that has ended, and a write it left in the queue.
+    dead = threading.Thread(target=lambda: None)
+    dead.start()
+    dead.join()
+    batcher._thread, batcher._pid = dead, os.getpid()
+    orphan: Future = Future()
+    batcher._queue.put((["The billing service is fine."], orphan))
+    later = batcher.submit(["Contact dana.lee@example.org about the renewal."])
+    assert later.result(timeout=60)[0][0].types == ("EMAIL_ADDRESS",)
+    assert orphan.result(timeout=60)[0][0].personal_data is False

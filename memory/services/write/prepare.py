@@ -202,9 +202,12 @@ class DetectionBatcher:
         if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                    self._pid = os.getpid()
-                    self._queue = queue.SimpleQueue()
-                    self._held = None
+                    if self._pid != os.getpid():
+                        # A fork's copy of the queue holds the parent's writes, not ours; a
+                        # thread that died in this process leaves its queue to the next one.
+                        self._pid = os.getpid()
+                        self._queue = queue.SimpleQueue()
+                        self._held = None
                     self._thread = threading.Thread(target=self._run, name="fedmem-pii", daemon=True)
                     self._thread.start()
 
