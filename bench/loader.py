@@ -28,6 +28,11 @@ CACHE = ROOT / "var" / "bench"
 EMBED_BATCH = 256
 
 
+# Raised whenever the rows the loader writes change: data loaded by an older version is
+# loaded again, not measured as if it were the current one.
+VERSION = 2
+
+
 def copy_rows(model: Any, objs: list[Any]) -> None:
     """``COPY`` ``objs`` into ``model``'s table: every concrete, non-generated
     column, converted as ``save()`` would convert it. Primary keys must be set."""
@@ -118,10 +123,11 @@ def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
     item_vectors, item_seconds, hit = embed_cached([f.text for f in facts], "items")
     span_wordings = sorted({s.wording for f in facts for s in (f.cause, f.effect)})
     names = sorted({e for f in facts for e in f.entities})
-    # "incident 123" names are one wording apart; they share that wording's vector.
-    named = sorted({n for n in names if not n.startswith("incident ")} | {"incident"})
-    small, small_seconds, _ = embed_cached(span_wordings + named, "spans")
-    vectors = dict(zip(span_wordings + named, small, strict=True))
+    # Every entity name is embedded as the write path embeds it: a vector shared by all
+    # "incident N" names made each pair of them synonyms (cosine 1) and every ranked
+    # neighbourhood one dense clique, which the product never builds.
+    small, small_seconds, _ = embed_cached(span_wordings + names, "spans")
+    vectors = dict(zip(span_wordings + names, small, strict=True))
     terms = dict(zip(span_wordings, span_terms(span_wordings), strict=True))
     embedded = time.perf_counter() - began
 
@@ -141,7 +147,8 @@ def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
             MemoryItem(
                 tenant=tenant, agent=agent, session_id=f.session, scope="agent", scopes=["agent"],
                 content=f.text, content_hash=hashlib.sha256(f.text.encode()).hexdigest(),
-                embedding=item_vectors[i], extraction_status="done", provenance={"via": "bench"},
+                embedding=item_vectors[i], extraction_status="done",
+                provenance={"via": "bench", "loader": VERSION},
             )
             for i, f in enumerate(facts)
         ]  # fmt: skip
@@ -155,7 +162,7 @@ def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
                     tenant=tenant,
                     name=name,
                     normalized=name.lower(),
-                    embedding=vectors["incident" if name.startswith("incident ") else name],
+                    embedding=vectors[name],
                 )
                 for name in names
             ],

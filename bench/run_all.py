@@ -158,7 +158,7 @@ def baselines(figures: Figures, base: dict[str, float]) -> None:
 
 def data(size: int) -> tuple[Any, Any]:
     from bench.graph import generate
-    from bench.loader import build_indexes, load
+    from bench.loader import VERSION, build_indexes, load
     from governance.models import Agent, User
     from governance.services.agents import agent_create
     from governance.services.tenancy import tenant_get_or_create
@@ -170,8 +170,10 @@ def data(size: int) -> tuple[Any, Any]:
     agent = Agent.objects.filter(tenant=tenant, name="bench-agent").first() or agent_create(
         tenant=tenant, name="bench-agent", created_by=owner
     )
-    # Only the loaded facts count: the load phase adds memories of its own.
-    have = MemoryItem.objects.filter(tenant=tenant, provenance__via="bench").count()
+    # Only the loaded facts count (the load phase adds memories of its own), and only
+    # those the current loader wrote.
+    loaded = MemoryItem.objects.filter(tenant=tenant, provenance__via="bench", provenance__loader=VERSION)
+    have = loaded.count()
     if have == size:
         print(f"  {size:,} facts already loaded")
         build_indexes()

@@ -22,12 +22,15 @@ from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
 from memory.extraction.nlp import lemma_docs, parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
+from memory.retrieval.specificity import may_be_one
 
 logger = logging.getLogger(__name__)
 
 # Items whose texts go through the models together: big enough to fill a forward
 # pass, small enough that a task's slice stays short on a busy machine.
 EXTRACT_BATCH = 16
+# Existing entities above the merge threshold looked at for an alias, nearest first.
+MERGE_CANDIDATES = 5
 
 
 def span_terms(texts: list[str]) -> list[list[str]]:
@@ -56,15 +59,17 @@ def _entity_for(tenant_id: Any, found: FoundEntity, vector: Any, cache: dict[str
     if vector is None:
         vector = embed_texts([found.text])[0]
     threshold = settings.FEDMEM_ENTITY_MERGE_THRESHOLD
-    entity = (
+    # The nearest few above the threshold, and of those the nearest whose identifiers
+    # agree: "Flight BA118" is not an alias of "Flight BA117" (cosine 0.96).
+    near = (
         Entity.objects.filter(tenant_id=tenant_id)
         .annotate(distance=CosineDistance("embedding", vector))
         .filter(distance__lte=1 - threshold)
-        .order_by("distance")
-        .first()
+        .order_by("distance")[:MERGE_CANDIDATES]
         if threshold < 1
-        else None
+        else []
     )
+    entity = next((e for e in near if may_be_one(e.normalized, found.normalized)), None)
     # A concurrent extraction may have created this very name since the batch's
     # lookup: then it is the entity, not an alias of itself.
     if (

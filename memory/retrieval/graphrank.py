@@ -48,7 +48,7 @@ from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
 from memory.retrieval.lexical import bm25_rows_many, tenant_stats
-from memory.retrieval.specificity import bridge_weight, session_weight
+from memory.retrieval.specificity import bridge_weight, identifiers, session_weight
 from memory.retrieval.vectors import stored_vectors
 
 SEED_POOL = 30
@@ -245,8 +245,10 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
     ("higher training throughput" / "model training throughput")."""
     out = []
     # One statement parses every source's words and one reads their statistics; each
-    # source is then scored by its own BM25 statement (see bm25_rows_many).
-    found = bm25_rows_many(view.items(), tenant_id, [item.content for item in items], TERM_BRIDGES + 1)
+    # source is then scored by its own BM25 statement (see bm25_rows_many), which reads
+    # no candidate that could not reach the floor: a source's common words select none.
+    texts = [item.content for item in items]
+    found = bm25_rows_many(view.items(), tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR)
     for item, rows in zip(items, found, strict=True):
         for pk, _score, _created, coverage in rows:
             if pk != item.pk and coverage >= TERM_FLOOR:
@@ -261,16 +263,26 @@ def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
 
 
 def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
-    """Pairs of distinct entities whose names' embeddings are near enough to be one thing."""
+    """Pairs of distinct entities whose names' embeddings are near enough to be one thing,
+    and whose identifiers agree ("incident 12" and "incident 13" embed at cosine 0.85;
+    they are two incidents: :func:`memory.retrieval.specificity.may_be_one`)."""
     threshold = settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD
     if len(entity_ids) < 2 or threshold >= 1:
         return []
     ids, matrix = entity_vectors(entity_ids)
+    if len(ids) < 2:
+        return []
+    names = dict(Entity.objects.filter(pk__in=ids).values_list("pk", "normalized"))
+    # Names with the same identifiers share a code; only equal codes may pair.
+    codes: dict[frozenset[str], int] = {}
+    code = np.fromiter((codes.setdefault(identifiers(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = matrix / np.where(norms == 0, 1, norms)
     sims = matrix @ matrix.T
+    near = np.triu(sims, 1) >= threshold
+    near &= code[:, None] == code[None, :]
     out = []
-    for a, b in zip(*np.nonzero(np.triu(sims, 1) >= threshold), strict=True):
+    for a, b in zip(*np.nonzero(near), strict=True):
         out.append((ids[a], ids[b], float(sims[a, b])))
     return out
 

@@ -208,16 +208,37 @@ def tenant_stats(tenant_id: Any, terms: list[Term]) -> Stats:
     return Stats(max(documents, *known.values(), 1), max(corpus[2], 1.0), known, corpus[1])
 
 
-def selective(terms: list[Term], stats: Stats, budget: int = POSTINGS_BUDGET) -> list[Term]:
-    """The rarest terms whose summed document frequency fits ``budget`` (at least one)."""
+def selective(
+    terms: list[Term], stats: Stats, budget: int = POSTINGS_BUDGET, *, floor: float = 0.0
+) -> list[Term]:
+    """The rarest terms whose summed document frequency fits ``budget`` (at least one).
+
+    With a coverage ``floor`` (rows below it are of no use to the caller), the rarest
+    terms only until the ones left out could not lift an item to the floor together:
+    a term adds at most ``idf x (K1 + 1)`` to a score (the BM25 fraction is below
+    ``K1 + 1`` at any term frequency and length), so an item holding none of the chosen
+    terms scores below ``floor`` times its language's summed IDF and would be dropped
+    anyway. Common words then select no candidates, and every row at or above the
+    floor is found as without the bound (possibly none: a list of common words alone)."""
     present = sorted((t for t in terms if stats.df.get(t, 0) > 0), key=lambda t: (stats.df[t], t))
+    left: dict[str, float] = {}
+    total: dict[str, float] = {}
+    if floor > 0:
+        for term in terms:
+            total[term[0]] = total.get(term[0], 0.0) + stats.idf(term)
+        for term in present:
+            left[term[0]] = left.get(term[0], 0.0) + stats.idf(term)
     chosen: list[Term] = []
     spent = 0
     for term in present:
+        # A margin of a millionth keeps float rounding from dropping a row at the floor.
+        if floor > 0 and all((K1 + 1) * left[lang] < floor * total[lang] * (1 - 1e-6) for lang in left):
+            break
         if chosen and spent + stats.df[term] > budget:
             break
         chosen.append(term)
         spent += stats.df[term]
+        left[term[0]] = left.get(term[0], 0.0) - stats.idf(term)
     return chosen
 
 
@@ -252,18 +273,22 @@ def bm25_rows(
 
 
 def bm25_rows_many(
-    base: Any, tenant_id: Any, texts: list[str], limit: int
+    base: Any, tenant_id: Any, texts: list[str], limit: int, *, floor: float = 0.0
 ) -> list[list[tuple[Any, float, Any, float]]]:
     """:func:`bm25_rows` of each text (any word may match): the texts' words parsed in one
-    statement and their statistics read in one, then one scoring statement per text."""
+    statement and their statistics read in one, then one scoring statement per text.
+
+    With a coverage ``floor``, only the rows at or above it are sure to be there (the
+    same as without it, in the same order); candidates that cannot reach it are not
+    read (see :func:`selective`)."""
     term_lists = query_lexemes_many(texts, [query_languages(tenant_id, text) for text in texts])
     present = [terms for terms in term_lists if terms]
     stats = iter(tenant_stats_many(tenant_id, present) if present else [])
-    return [_scored(base, terms, next(stats), limit, False) if terms else [] for terms in term_lists]
+    return [_scored(base, terms, next(stats), limit, False, floor) if terms else [] for terms in term_lists]
 
 
 def _scored(
-    base: Any, terms: list[Term], stats: Stats, limit: int, require_all: bool
+    base: Any, terms: list[Term], stats: Stats, limit: int, require_all: bool, floor: float = 0.0
 ) -> list[tuple[Any, float, Any, float]]:
     if require_all:
         # Every word, in the item's own language: a language some word is missing
@@ -271,7 +296,7 @@ def _scored(
         incomplete = {lang for lang, lx in terms if stats.df.get((lang, lx), 0) == 0}
         matching, joiner = [t for t in terms if t[0] not in incomplete], " & "
     else:
-        matching, joiner = selective(terms, stats), " | "
+        matching, joiner = selective(terms, stats, floor=floor), " | "
     if not matching:
         return []
     # Unordered: the statement orders by score, date and id; the model's default order

@@ -595,3 +595,15 @@ def test_a_batch_is_stored_in_as_many_statements_as_one_item(world, access):
         "extraction_status", flat=True
     )
     assert set(statuses) == {"done"}
+
+
+def test_names_whose_identifiers_differ_are_never_merged(access, settings):
+    # MiniLM puts "Flight BA117" and "Flight BA118" at cosine ~0.96, above the merge
+    # threshold: by embedding alone the second flight became an alias of the first.
+    settings.FEDMEM_ENTITY_MERGE_THRESHOLD = 0.9
+    fact(access, "Flight BA117 left Heathrow two hours late.")
+    fact(access, "Flight BA118 left Heathrow on time.")
+    names = dict(Entity.objects.filter(tenant_id=access.tenant_id).values_list("normalized", "aliases"))
+    assert "flight ba117" in names and "flight ba118" in names, names
+    assert names["flight ba117"] == [] and names["flight ba118"] == []
+    # (Names that agree on their identifiers still merge: test_hold_findings' Zorblax cases.)

@@ -66,6 +66,42 @@ def test_selective_lexemes_keep_the_rarest_within_the_budget():
     assert stats.idf(rare) > stats.idf(mid) > stats.idf(common) > 0
 
 
+def test_a_coverage_floor_leaves_out_the_terms_that_cannot_reach_it():
+    common, mid, rare = (("english", w) for w in ("common", "mid", "rare"))
+    stats = lexical.Stats(documents=1000, avg_length=8.0, df={common: 900, mid: 50, rare: 3})
+    terms = [common, mid, rare]
+    total = sum(stats.idf(t) for t in terms)
+    bound = (lexical.K1 + 1) * stats.idf(common)
+    # The common word alone cannot carry an item to a floor above its bound: it selects
+    # no candidates; below the bound it must stay (an item holding only it may pass).
+    assert lexical.selective(terms, stats, floor=1.01 * bound / total) == [rare, mid]
+    assert lexical.selective(terms, stats, floor=0.99 * bound / total) == [rare, mid, common]
+    # Nothing to choose when even every present word together falls short (coverage
+    # stays below K1 + 1 however often a word recurs).
+    assert lexical.selective([common], stats, floor=lexical.K1 + 1.01) == []
+    assert lexical.selective([common], stats, floor=lexical.K1 + 0.99) == [common]
+    # Without a floor, the budget rule alone, as before.
+    assert lexical.selective(terms, stats) == [rare, mid, common]
+
+
+def test_bm25_rows_under_a_floor_are_the_rows_above_it(access):
+    from memory.retrieval.lexical import bm25_rows, bm25_rows_many
+    from memory.tests.conftest import remember
+
+    texts = [f"The {w} report was filed by the team." for w in ("audit", "budget", "safety", "hiring")]
+    texts += ["The audit of the safety budget was filed late.", "The team met on Monday."]
+    for text in texts:
+        remember(access, text, scope="agent")
+    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    floor = 0.3
+    for text in texts:
+        full = bm25_rows(base, access.tenant_id, text, 50)
+        [pruned] = bm25_rows_many(base, access.tenant_id, [text], 50, floor=floor)
+        assert [r for r in pruned if r[3] >= floor] == [r for r in full if r[3] >= floor], text
+        # The common words ("team", "filed", "report") selected no one: fewer rows read.
+        assert len(pruned) < len(full), text
+
+
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
     from memory.tests.conftest import remember
 
@@ -430,6 +466,44 @@ def test_entity_synonyms_pair_the_near_names_only(access, settings):
     [(x, y, sim)] = graphrank.entity_synonyms([c.pk, b.pk, a.pk])
     assert {x, y} == {a.pk, b.pk}
     assert sim == pytest.approx(1 / np.sqrt(1.04), rel=1e-6)
+
+
+def test_entity_synonyms_never_pair_names_whose_identifiers_differ(access, settings):
+    from memory.embeddings import embed_texts
+    from memory.models import Entity
+
+    settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD = 0.8
+    names = ["order 1234", "order 1235", "Q3 2024", "Q4 2024", "the Leeds depot", "the Leeds site"]
+    vectors = embed_texts(names)
+    made = {
+        n: Entity.objects.create(tenant_id=access.tenant_id, name=n, normalized=n.lower(), embedding=v)
+        for n, v in zip(names, vectors, strict=True)
+    }
+    by_pk = {e.pk: n for n, e in made.items()}
+    pairs = {frozenset((by_pk[a], by_pk[b])) for a, b, _s in graphrank.entity_synonyms(list(by_pk))}
+    # Each numbered pair embeds above 0.9; the depot and the site at about 0.7.
+    assert pairs == set()
+    settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD = 0.65
+    pairs = {frozenset((by_pk[a], by_pk[b])) for a, b, _s in graphrank.entity_synonyms(list(by_pk))}
+    assert pairs == {frozenset(("the Leeds depot", "the Leeds site"))}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "one"),
+    [
+        ("order 1234", "order 1235", False),
+        ("flight ba117", "ba117", True),
+        ("q3 2024", "q4 2024", False),
+        ("covid-19 ward", "covid-19 unit", True),
+        ("gpt-4o", "gpt-4", False),
+        ("the leeds depot", "the leeds site", True),
+        ("the 2024 budget", "the budget", False),
+    ],
+)
+def test_names_may_be_one_thing_only_when_their_identifiers_agree(a, b, one):
+    from memory.retrieval.specificity import may_be_one
+
+    assert may_be_one(a, b) is one
 
 
 def test_bm25_scores_items_of_one_wording_alike_and_breaks_their_tie_by_recency(access):
