@@ -100,6 +100,10 @@ def test_bm25_rows_under_a_floor_are_the_rows_above_it(access):
         assert [r for r in pruned if r[3] >= floor] == [r for r in full if r[3] >= floor], text
         # The common words ("team", "filed", "report") selected no one: fewer rows read.
         assert len(pruned) < len(full), text
+    # Scored together, each text keeps its own candidates: not the items another text's
+    # rarer words brought in, which hold only this text's common words.
+    together = bm25_rows_many(base, access.tenant_id, texts, 50, floor=floor)
+    assert together == [bm25_rows_many(base, access.tenant_id, [text], 50, floor=floor)[0] for text in texts]
 
 
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
