@@ -276,7 +276,7 @@ def bm25_rows_many(
     base: Any, tenant_id: Any, texts: list[str], limit: int, *, floor: float = 0.0
 ) -> list[list[tuple[Any, float, Any, float]]]:
     """:func:`bm25_rows` of each text (any word may match): the texts' words parsed in one
-    statement, their statistics read in one, and every text scored in one more.
+    statement and their statistics read in one, then one scoring statement per text.
 
     With a coverage ``floor``, only the rows at or above it are sure to be there (the
     same as without it, in the same order); candidates that cannot reach it are not
@@ -284,82 +284,7 @@ def bm25_rows_many(
     term_lists = query_lexemes_many(texts, [query_languages(tenant_id, text) for text in texts])
     present = [terms for terms in term_lists if terms]
     stats = iter(tenant_stats_many(tenant_id, present) if present else [])
-    asked = [(n, terms, next(stats)) for n, terms in enumerate(term_lists) if terms]
-    chosen = [(n, terms, st, selective(terms, st, floor=floor)) for n, terms, st in asked]
-    out: list[list[tuple[Any, float, Any, float]]] = [[] for _ in texts]
-    for n, rows in _scored_many(base, [c for c in chosen if c[3]], limit).items():
-        out[n] = rows
-    return out
-
-
-def _scored_many(
-    base: Any, sources: list[tuple[int, list[Term], Stats, list[Term]]], limit: int
-) -> dict[int, list[tuple[Any, float, Any, float]]]:
-    """The best ``limit`` rows of each (text number, terms, statistics, selected terms),
-    as :func:`_scored` gives them one by one, from one statement: the candidates of all
-    the texts are read and their vectors unnested once (the texts of one graph round are
-    related facts whose candidates overlap), each text scores the candidates holding
-    one of *its* selected terms, with its own statistics, summed in the same order."""
-    if not sources:
-        return {}
-    every = list(dict.fromkeys(t for _n, _terms, _st, selected in sources for t in selected))
-    # One tenant's statistics (tenant_stats_many): one mean length for every text.
-    avg_length = sources[0][2].avg_length
-    candidates = (
-        base.filter(matches(every, " | "))
-        .order_by()
-        .annotate(dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField()))
-    )
-    msql, mparams = candidates.values_list(
-        "id", "created_at", "text_language", "search_vector", "dl"
-    ).query.sql_with_params()
-    src: list[int] = []
-    langs: list[str] = []
-    lexemes: list[str] = []
-    idfs: list[float] = []
-    picked: list[bool] = []
-    totals: dict[int, dict[str, float]] = {}
-    for n, terms, stats, selected in sources:
-        chosen = set(selected)
-        total = totals.setdefault(n, {})
-        for term in terms:
-            weight = stats.idf(term)
-            total[term[0]] = total.get(term[0], 0.0) + weight
-            src.append(n)
-            langs.append(term[0])
-            lexemes.append(term[1])
-            idfs.append(weight)
-            picked.append(term in chosen)
-    # As in _scored (see there), and per text: an item is that text's candidate when it
-    # holds one of the text's selected terms (bool_or), as the text's own statement
-    # would have read it.
-    sql = (
-        f"WITH m AS MATERIALIZED ({msql}), "  # noqa: S608 - compiled by Django, values are parameters
-        "q AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::text[], %s::float8[], %s::bool[]) "
-        "AS q(src, l, lexeme, idf, picked)), "
-        "u AS MATERIALIZED (SELECT id, created_at, text_language, dl, (e).lexeme, "
-        "array_length((e).positions, 1)::float8 AS tf FROM (SELECT m.id, m.created_at, m.text_language, "
-        "m.dl, unnest(ts_filter(setweight(setweight(m.search_vector, 'D'), 'A', %s::text[]), '{a}')) AS e "
-        "FROM m) AS x), "
-        "s AS (SELECT q.src, u.id, u.created_at, u.text_language, "
-        "sum(q.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * u.dl / %s)) ORDER BY q.l, q.lexeme) AS score "
-        "FROM u JOIN q ON q.l = u.text_language AND q.lexeme = u.lexeme "
-        "GROUP BY q.src, u.id, u.created_at, u.text_language HAVING bool_or(q.picked)) "
-        "SELECT src, id, created_at, text_language, score FROM (SELECT s.*, row_number() OVER "
-        "(PARTITION BY src ORDER BY score DESC, created_at DESC, id) AS r FROM s) AS ranked "
-        "WHERE r <= %s ORDER BY src, r"
-    )
-    params = [
-        *mparams, src, langs, lexemes, idfs, picked, sorted(set(lexemes)),
-        K1 + 1, K1, B, B, avg_length, limit,
-    ]  # fmt: skip
-    out: dict[int, list[tuple[Any, float, Any, float]]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for n, pk, created, lang, score in cursor.fetchall():
-            coverage = float(score) / (totals[n].get(lang) or 1.0)
-            out.setdefault(n, []).append((pk, float(score), created, coverage))
-    return out
+    return [_scored(base, terms, next(stats), limit, False, floor) if terms else [] for terms in term_lists]
 
 
 def _scored(
