@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from machine import describe
@@ -38,6 +39,30 @@ os.environ.setdefault("FEDMEM_DB_NAME", "fedmem_load")
 os.environ.setdefault("FEDMEM_LOG_LEVEL", "WARNING")
 
 TOPICS = ["billing", "search", "checkout", "auth", "reports", "payments", "inventory", "alerts"]
+
+
+# Consecutive 200s from GET /ready before a run starts: the web processes share one
+# socket, so a streak this long has, in practice, heard from each of them.
+READY_STREAK = 12
+
+
+def wait_ready(base: str, alive: Callable[[], bool], timeout: float = 300) -> bool:
+    """Wait until the server at ``base`` is ready, its web processes' warm-up included
+    (``/ready`` answers 503 "models": "loading" until then; measured before it, /health
+    took tens of ms while the models loaded beside it). False when it died or timed out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    streak = 0
+    while time.monotonic() < deadline and alive():
+        try:
+            streak = streak + 1 if httpx.get(base + "/ready", timeout=5).status_code == 200 else 0
+        except httpx.HTTPError:
+            streak = 0
+        if streak >= READY_STREAK:
+            return True
+        time.sleep(0.05 if streak else 0.5)
+    return False
 
 
 def free_port() -> int:
@@ -266,18 +291,8 @@ def main() -> None:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        import httpx
-
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit(f"server did not start; see {log_dir / 'server.log'}")
-            time.sleep(0.5)
+        if not wait_ready(base, lambda: server.poll() is None):
+            raise SystemExit(f"server did not start; see {log_dir / 'server.log'}")
         warm(base, secret, agent_id)
         print(f"machine: {describe()}")
         print(f"server: manage.py fedmem_run (the make run defaults); {args.seconds:.0f} s per level")

@@ -207,7 +207,7 @@ class Server:
         self.log = ROOT / "var" / "bench" / f"server-{port}.log"
 
     def __enter__(self) -> Server:
-        import httpx
+        from bench.load import wait_ready
 
         self.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
@@ -220,17 +220,11 @@ class Server:
             stdout=self.log.open("w"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(self.base + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.__exit__()
-                raise SystemExit(f"the server did not start; see {self.log}")
-            time.sleep(0.5)
+        proc = self.proc
+        if wait_ready(self.base, lambda: proc.poll() is None):
+            return self
+        self.__exit__()
+        raise SystemExit(f"the server did not start; see {self.log}")
 
     def __exit__(self, *exc: object) -> None:
         if self.proc and self.proc.poll() is None:

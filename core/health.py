@@ -8,6 +8,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from core import warmup
+
 
 @require_GET
 @never_cache
@@ -38,6 +40,10 @@ def ready(request: HttpRequest) -> JsonResponse:
             checks[name] = probe()
         except Exception as exc:  # a readiness probe reports, it never raises
             checks[name] = f"unavailable: {exc.__class__.__name__}"
+    # A serving process still loading its models answers slowly: not ready yet.
+    models = warmup.state()
+    if models is not None:
+        checks["models"] = models
     ok = all(value == "ok" for value in checks.values())
     return JsonResponse(
         {"status": "ready" if ok else "not_ready", "checks": checks}, status=200 if ok else 503

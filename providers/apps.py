@@ -4,8 +4,9 @@ import threading
 
 from django.apps import AppConfig
 
+from core import warmup
+
 logger = logging.getLogger(__name__)
-_warmup_started = threading.Event()
 
 
 def start_warmup(*, models: bool = False) -> None:
@@ -18,33 +19,43 @@ def start_warmup(*, models: bool = False) -> None:
     exits aborts the process. The thread is not a daemon, so exit waits for it.
     Web processes load the models too: a recall waits for a load in progress
     rather than starting its own. Celery children do not (each would hold its own
-    copy of torch whether or not it ever embeds).
+    copy of torch whether or not it ever embeds). ``GET /ready`` answers 503
+    ("models": "loading") until the thread is done (:mod:`core.warmup`).
     """
     from django.conf import settings
 
-    if not settings.FEDMEM_ENGINES_PRELOAD or _warmup_started.is_set():
+    if not settings.FEDMEM_ENGINES_PRELOAD or not warmup.begin():
         return
-    _warmup_started.set()
-    from providers.adapters.registry import warm
 
     def run() -> None:
-        warm()
-        if models:
-            from providers.builtin import warm_models
-
-            try:
-                warm_models()
-            except Exception:  # a broken model is reported by the first recall that needs it
-                logger.exception("loading the recall models at start-up failed")
-            # What start-up loaded (Django, SDKs, the models: millions of objects) lives
-            # as long as the process; frozen, a full collection no longer walks it. Each
-            # full collection took 100-600 ms of the request it fell into (the graph
-            # rank's slowest calls at 10k facts, docs/graph.md "Figures"), mostly
-            # under 25 ms after the freeze.
-            gc.freeze()
+        try:
+            _warm(models)
+        finally:
+            # Ready even when a model failed to load: the first recall that needs it
+            # reports the failure.
+            warmup.finish()
 
     # Off the request path: the first recall must not pay for SDK imports or a model load.
     threading.Thread(target=run, name="fedmem-provider-warmup", daemon=False).start()
+
+
+def _warm(models: bool) -> None:
+    from providers.adapters.registry import warm
+
+    warm()
+    if not models:
+        return
+    from providers.builtin import warm_models
+
+    try:
+        warm_models()
+    except Exception:  # a broken model is reported by the first recall that needs it
+        logger.exception("loading the recall models at start-up failed")
+    # What start-up loaded (Django, SDKs, the models: millions of objects) lives as long
+    # as the process; frozen, a full collection no longer walks it. Each full
+    # collection took 100-600 ms of the request it fell into (the graph rank's slowest
+    # calls at 10k facts, docs/graph.md "Figures"), mostly under 25 ms after the freeze.
+    gc.freeze()
 
 
 class ProvidersConfig(AppConfig):

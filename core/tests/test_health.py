@@ -30,3 +30,22 @@ def test_ready_reports_an_unreachable_broker(client):
     assert body["status"] == "not_ready"
     assert body["checks"]["database"] == "ok"
     assert body["checks"]["broker"].startswith("unavailable")
+
+
+@pytest.mark.django_db
+def test_ready_waits_for_a_serving_process_to_load_its_models(client, monkeypatch):
+    import threading
+
+    from core import warmup
+
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    monkeypatch.setattr(warmup, "_done", threading.Event())
+    assert warmup.begin() and not warmup.begin()  # once per process
+    response = client.get("/ready")
+    assert response.status_code == 503
+    assert response.json()["checks"] == {"database": "ok", "broker": "ok", "models": "loading"}
+    warmup.finish()
+    response = client.get("/ready")
+    assert response.status_code == 200
+    checks = {"database": "ok", "broker": "ok", "models": "ok"}
+    assert response.json() == {"status": "ready", "checks": checks}
