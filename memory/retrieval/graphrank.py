@@ -48,7 +48,7 @@ from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve
 from memory.retrieval.lexical import bm25_rows_many, tenant_stats
-from memory.retrieval.specificity import bridge_weight, identifiers, session_weight
+from memory.retrieval.specificity import bridge_weight, distinctions, session_weight
 from memory.retrieval.vectors import stored_vectors
 
 SEED_POOL = 30
@@ -264,8 +264,9 @@ def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
 
 def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     """Pairs of distinct entities whose names' embeddings are near enough to be one thing,
-    and whose identifiers agree ("incident 12" and "incident 13" embed at cosine 0.85;
-    they are two incidents: :func:`memory.retrieval.specificity.may_be_one`)."""
+    and whose identifiers and distinguishing words agree ("incident 12" and "incident 13"
+    embed at cosine 0.85, "the north warehouse" and "the south warehouse" at 0.80; they
+    are two things each: :func:`memory.retrieval.specificity.may_be_one`)."""
     threshold = settings.FEDMEM_ENTITY_SYNONYM_THRESHOLD
     if len(entity_ids) < 2 or threshold >= 1:
         return []
@@ -273,9 +274,9 @@ def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     if len(ids) < 2:
         return []
     names = dict(Entity.objects.filter(pk__in=ids).values_list("pk", "normalized"))
-    # Names with the same identifiers share a code; only equal codes may pair.
+    # Names with the same distinctions share a code; only equal codes may pair.
     codes: dict[frozenset[str], int] = {}
-    code = np.fromiter((codes.setdefault(identifiers(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
+    code = np.fromiter((codes.setdefault(distinctions(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = matrix / np.where(norms == 0, 1, norms)
     sims = matrix @ matrix.T

@@ -75,10 +75,35 @@ def identifiers(normalized: str) -> frozenset[str]:
     return frozenset(t for t in tokens if any(ch.isdigit() for ch in t))
 
 
+# Words that tell two otherwise alike names apart: places and sides, order, age and
+# version, direction of flow, size, environment, honorifics. MiniLM puts "the north
+# warehouse" / "the south warehouse" at 0.80, "the old server" / "the new server" at
+# 0.89, "the east wing" / "the west wing" at 0.86: near in embedding, different things.
+DISTINGUISHING = {
+    "north", "south", "east", "west", "northern", "southern", "eastern", "western", "northeast",
+    "northwest", "southeast", "southwest", "central", "upper", "lower", "left", "right", "front",
+    "back", "rear", "top", "bottom", "inner", "outer", "first", "second", "third", "fourth", "fifth",
+    "last", "next", "previous", "primary", "secondary", "old", "new", "older", "newer", "former",
+    "current", "legacy", "internal", "external", "inbound", "outbound", "incoming", "outgoing",
+    "input", "output", "upstream", "downstream", "small", "large", "big", "little", "high", "low",
+    "min", "max", "minimum", "maximum", "production", "staging", "sandbox", "replica", "standby",
+    "backup", "mr", "mrs", "ms", "miss", "senior", "junior", "morning", "evening", "night", "day",
+    "before", "after", "pre", "post", "start", "end", "opening", "closing",
+}  # fmt: skip
+
+
+def distinctions(normalized: str) -> frozenset[str]:
+    """What tells this name from alike ones: its identifiers and its distinguishing words."""
+    words = {w.strip(".") for w in normalized.lower().split()}
+    return identifiers(normalized) | frozenset(words & DISTINGUISHING)
+
+
 def may_be_one(a: str, b: str) -> bool:
     """Whether two normalized names may name one thing by their wording alone: not when
-    their identifiers differ (a close embedding still decides whether they do)."""
-    return identifiers(a) == identifiers(b)
+    their identifiers or distinguishing words differ (precision first: "the depot" and
+    "the north depot" are kept apart too); a close embedding still decides whether
+    they do."""
+    return distinctions(a) == distinctions(b)
 
 
 def bridge_weight(normalized: str, label: str, df: int, documents: int) -> float:
