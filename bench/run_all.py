@@ -333,6 +333,7 @@ def explain(size: int, agent: Any, secret: str) -> None:
             out.append(f"\n```sql\n{sql[:1500]}\n```\n```\n" + "\n".join(plan) + "\n```\n")
             print(f"  {name}: {took:<28} {sql[:90]!r}")
     path = ROOT / "var" / "bench" / f"explain-{size}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a fresh checkout has no var/
     path.write_text("".join(out), encoding="utf-8")
     print(f"  plans written to {path}")
 
