@@ -61,6 +61,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery
+from django.db import connection, transaction
 from django.db.models import BooleanField, FloatField, Q
 from django.db.models.expressions import RawSQL
 
@@ -267,6 +268,22 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
         # The better of the turns two apart, the same way.
         signals["context_far"] = float(row.context_far)
     return signals
+
+
+def _stamped_rows(sql: str, params: list[Any]) -> list[MemoryItem]:
+    """The rows of the retrieval statement, which also stamps ``last_recalled_at``.
+
+    Run on its own (autocommit), its transaction commits without waiting for the WAL
+    flush: the stamp only feeds idle retention, a crash loses at most the last fraction
+    of a second of stamps (an item then looks recalled a little earlier than it was),
+    and the wait was ~6 ms of a recall at 100k facts. Inside a caller's transaction the
+    commit is the caller's, so it keeps its durability."""
+    if not connection.get_autocommit():
+        return list(MemoryItem.objects.raw(sql, params))
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+        return list(MemoryItem.objects.raw(sql, params))
 
 
 def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None) -> list[Hit]:
@@ -510,7 +527,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             keyword_score=None if row.kscore is None else float(row.kscore),
             signals=_signals(row, names),
         )
-        for row in MemoryItem.objects.raw(sql, params)
+        for row in _stamped_rows(sql, params)
     ]
     if reranker is not None and hits:
         scores = reranker.scores(rq.query, [hit.item.content for hit in hits])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.conf import settings
 from django.utils import timezone
 
@@ -153,3 +154,41 @@ def test_idle_days_is_validated_in_the_policy(world):
     for bad in (0, -3, "30", True):
         with pytest.raises(InvalidInput):
             policy_version_create(agent=world.agent, policy={"idle_days": bad})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recall_on_its_own_commits_its_stamp_without_waiting_for_the_wal_flush(world, access):
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    hit = remember(access, "Invoices are paid by bank transfer").item
+    assert connection.get_autocommit()
+    with CaptureQueriesContext(connection) as captured:
+        assert any(h.item.pk == hit.pk for h in _recall(access, "bank transfer invoices"))
+    statements = [q["sql"] for q in captured.captured_queries]
+    at = statements.index("SET LOCAL synchronous_commit = off")
+    assert "touched AS (UPDATE memory_item" in statements[at + 1]
+    # Committed (another transaction sees it), and the setting ended with that transaction.
+    assert MemoryItem.objects.get(pk=hit.pk).last_recalled_at is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
+    # Inside a caller's transaction the commit is the caller's: its durability stays.
+    MemoryItem.objects.filter(pk=hit.pk).update(last_recalled_at=None)
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        _recall(access, "bank transfer invoices")
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone()[0] == "on"
+    assert not any("synchronous_commit = off" in q["sql"] for q in captured.captured_queries)
+    assert MemoryItem.objects.get(pk=hit.pk).last_recalled_at is not None
+
+
+def test_the_item_table_leaves_room_for_a_rows_next_version(db):
+    # A stamp that fits on its row's page is a heap-only update: no new entry in the
+    # HNSW graph, the GIN index or any other index of the table.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memory_item'")
+        assert "fillfactor=85" in (cursor.fetchone()[0] or [])
