@@ -46,7 +46,7 @@ from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
-from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.hybrid import RecallQuery, retrieve, stamp_recalled
 from memory.retrieval.lexical import bm25_rows_many, tenant_stats
 from memory.retrieval.specificity import bridge_weight, distinctions, session_weight
 from memory.retrieval.vectors import stored_vectors
@@ -292,7 +292,9 @@ def rank(
     access: MemoryAccess, rq: RecallQuery, view: Any, *, hops: int, limit: int, max_visited: int = 400
 ) -> list[Ranked]:
     """The ``limit`` best facts for ``rq`` by relevance fused with graph score."""
-    hits = retrieve(access, replace(rq, top_k=max(SEED_POOL, rq.top_k), mode="hybrid"))
+    # The seeds are candidates, not what is returned: the returned facts are stamped
+    # (last_recalled_at, idle retention) at the end, bridged ones included.
+    hits = retrieve(access, replace(rq, top_k=max(SEED_POOL, rq.top_k), mode="hybrid", stamp=False))
     if not hits:
         return []
     tenant_id = access.tenant_id
@@ -503,7 +505,10 @@ def rank(
         .defer("embedding", "search_vector", "clauses")
     }
     # A fact deleted since it was ranked (a moment ago) is left out.
-    return [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
+    returned = [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
+    if rq.stamp:
+        stamp_recalled([r.item.pk for r in returned])
+    return returned
 
 
 def _order(r: Ranked) -> tuple[float, float, str]:

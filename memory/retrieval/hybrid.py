@@ -116,6 +116,9 @@ class RecallQuery:
     as_of: datetime | None = None
     include_superseded: bool = False
     datasets: tuple[Any, ...] = ()  # knowledge dataset pks: only their chunks
+    # Stamp last_recalled_at on the hits (idle retention): off when the hits are a
+    # caller's candidates, not what it returns (the graph rank stamps what it returns).
+    stamp: bool = True
 
 
 @dataclass
@@ -268,6 +271,27 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
         # The better of the turns two apart, the same way.
         signals["context_far"] = float(row.context_far)
     return signals
+
+
+def stamp_recalled(ids: list[Any]) -> None:
+    """Stamp ``last_recalled_at`` on these items, as the retrieval statement does on its
+    hits (hourly, skipping rows another transaction holds, committed without waiting
+    for the WAL flush when run on its own): for a caller that returns other items than
+    the hits it ranked from."""
+    if not ids:
+        return
+    sql = (
+        "UPDATE memory_item SET last_recalled_at = now() WHERE id IN (SELECT t.id FROM memory_item t "
+        "WHERE t.id = ANY(%s::uuid[]) AND (t.last_recalled_at IS NULL OR "
+        "t.last_recalled_at < now() - interval '1 hour') ORDER BY t.id FOR UPDATE OF t SKIP LOCKED)"
+    )
+    if not connection.get_autocommit():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [list(ids)])
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        cursor.execute(sql, [list(ids)])
 
 
 def _stamped_rows(sql: str, params: list[Any]) -> list[MemoryItem]:
@@ -513,8 +537,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{context} AS context, {context_far} AS context_far, {tmatch} AS tmatch, {score} AS score "
         f"FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
-        f"{where} ORDER BY {order} LIMIT %s), "
-        f"{_TOUCH_CTE} SELECT * FROM res ORDER BY {order}"
+        f"{where} ORDER BY {order} LIMIT %s)"
+        f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
     )
     params = [*params, *select_params, *where_params, limit]
     hits = [
@@ -527,7 +551,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             keyword_score=None if row.kscore is None else float(row.kscore),
             signals=_signals(row, names),
         )
-        for row in _stamped_rows(sql, params)
+        for row in (_stamped_rows(sql, params) if rq.stamp else MemoryItem.objects.raw(sql, params))
     ]
     if reranker is not None and hits:
         scores = reranker.scores(rq.query, [hit.item.content for hit in hits])

@@ -192,3 +192,22 @@ def test_the_item_table_leaves_room_for_a_rows_next_version(db):
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memory_item'")
         assert "fillfactor=85" in (cursor.fetchone()[0] or [])
+
+
+def test_graph_ranking_stamps_the_facts_it_returns_not_its_candidates(world, access):
+    from memory.enforcement import Keys, read_scopes, visible_q
+    from memory.reasoning import graph
+    from memory.retrieval import graphrank
+    from memory.retrieval.hybrid import RecallQuery
+
+    for n in range(8):
+        remember(access, f"Invoice {n} was paid by bank transfer from the Leeds account", scope="agent")
+    remember(access, "The office dog is called Biscuit", scope="agent")
+    scopes = read_scopes(access, None)
+    view = graph.View(access, visible_q(access, scopes))
+    rq = RecallQuery(query="bank transfer invoices", scopes=scopes, keys=Keys(narrow=True), top_k=2)
+    returned = {r.item.pk for r in graphrank.rank(access, rq, view, hops=2, limit=2)}
+    assert len(returned) == 2
+    stamped = set(MemoryItem.objects.filter(last_recalled_at__isnull=False).values_list("pk", flat=True))
+    # The rank's thirty seeds are candidates; idle retention counts what a caller got.
+    assert stamped == returned
