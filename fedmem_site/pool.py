@@ -18,11 +18,17 @@ each child its own pipes without locks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 
 from billiard.pool import RUN, Pool, stop_if_not_current
 
 logger = logging.getLogger(__name__)
+
+# How long terminate waits for a SIGKILLed child to be reaped.
+CHILD_EXIT_SECONDS = 10
 
 
 class RobustBlockingPool(Pool):
@@ -33,14 +39,23 @@ class RobustBlockingPool(Pool):
 
     def terminate(self) -> None:
         # billiard's terminate sends each child a stop sentinel and then takes the job
-        # pipe's read lock. Two ways that wait never ends: the supervisor thread forks a
-        # replacement for a child that just took its sentinel (the new child blocks in
-        # the read, holding the lock, with no sentinel coming), or the only child was
-        # killed holding the lock. So the supervisor stops first, and a lock a dead
-        # child left is released, as on a replacement.
+        # pipe's read lock; it stops the children only after that. The wait for the lock
+        # never ends when a live child never gets its sentinel (an idle child blocks in
+        # the read holding the lock: seen once more with the supervisor stopped first,
+        # the pool test hanging for 10+ minutes on a replacement child), or when the
+        # only child was killed holding it. Terminating stops every child anyway, so here
+        # the supervisor stops first, then the children (SIGKILL: this is the hard stop;
+        # close() and join() are the graceful one), and then no process can hold a lock
+        # but a dead one: those are released before billiard's own terminate takes them.
         self._worker_handler.terminate()
         stop_if_not_current(self._worker_handler)
-        if self._processes == 1 and not any(p._is_alive() for p in self._pool):
+        children = [p for p in self._pool if p._is_alive()]
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+        for child in children:
+            child.join(CHILD_EXIT_SECONDS)
+        if not any(p._is_alive() for p in self._pool):
             self._release_orphaned_locks()
         super().terminate()
 

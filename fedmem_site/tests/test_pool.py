@@ -19,6 +19,13 @@ def _wait_until_idle_child_holds_lock(pool: Pool) -> None:
         time.sleep(0.05)
 
 
+def _wait_until_replaced(pool: Pool, pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while not any(p.pid != pid and p._is_alive() for p in pool._pool):
+        assert time.monotonic() < deadline, "the killed child was never replaced"
+        time.sleep(0.05)
+
+
 def test_replacement_of_a_killed_idle_child_takes_the_next_job():
     pool = RobustBlockingPool(processes=1)
     try:
@@ -26,6 +33,11 @@ def test_replacement_of_a_killed_idle_child_takes_the_next_job():
         # The idle child now waits for a job inside the job pipe's lock.
         _wait_until_idle_child_holds_lock(pool)
         os.kill(first, signal.SIGKILL)
+        # The next job is sent once the replacement runs: sent earlier, it could reach
+        # the killed child's pipe read before the kill took effect and die with it (a
+        # job lost to the kill itself, which Celery's late acknowledgement redelivers),
+        # and the test timed out about once in a dozen runs.
+        _wait_until_replaced(pool, first)
         second = pool.apply_async(os.getpid).get(timeout=60)
         assert second != first
     finally:
