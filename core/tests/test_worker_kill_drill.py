@@ -139,15 +139,19 @@ def test_sigkilled_worker_children_lose_and_duplicate_nothing(world, worker_fact
     queued = _queued()
     unsent = OutboxMessage.objects.filter(sent_at__isnull=True).count()
     attempts = sorted(Job.objects.filter(pk__in=imports).values_list("attempts", flat=True))
+    summary = (
+        f"worker-kill drill: {kills} kills, {tasks} tasks ({N} each: extraction, import, erasure), "
+        f"{lost} lost, {duplicated} duplicated, {queued} still queued, {unsent} unsent outbox rows; "
+        f"import attempts {attempts} "
+        f"at {timezone.now():%H:%M:%S}"
+    )
     with capsys.disabled():
-        print(
-            f"\nworker-kill drill: {kills} kills, {tasks} tasks ({N} each: extraction, import, erasure), "
-            f"{lost} lost, {duplicated} duplicated, {queued} still queued, {unsent} unsent outbox rows; "
-            f"import attempts {attempts} "
-            f"at {timezone.now():%H:%M:%S}"
-        )
+        print("\n" + summary)
     server.stop()
-    assert kills == K or not outstanding()
-    assert lost == 0
-    assert duplicated == 0
-    assert queued == 0 and unsent == 0
+    # A failure carries the figures and the worker's last lines (under xdist the print
+    # above is not shown, and pytest's temporary folders are soon replaced).
+    tail = "\n".join(worker.log_path.read_text(errors="replace").splitlines()[-40:])
+    assert kills == K or not outstanding(), f"{summary}\n{tail}"
+    assert lost == 0, f"{summary}\n{tail}"
+    assert duplicated == 0, f"{summary}\n{tail}"
+    assert queued == 0 and unsent == 0, f"{summary}\n{tail}"
