@@ -53,7 +53,9 @@ the caller's view is ever scored:
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,12 +94,18 @@ _COLUMNS = [
 # hour are rewritten, so a hot item costs one write an hour, and rows another
 # transaction holds are skipped rather than waited on (no recall ever blocks or
 # deadlocks on this bookkeeping).
-_TOUCH_CTE = (
-    "touched AS (UPDATE memory_item SET last_recalled_at = now() WHERE id IN ("
-    "SELECT t.id FROM memory_item t JOIN res ON t.id = res.id "
-    "WHERE t.last_recalled_at IS NULL OR t.last_recalled_at < now() - interval '1 hour' "
-    "ORDER BY t.id FOR UPDATE OF t SKIP LOCKED) RETURNING 1)"
-)
+def _touch(rows: str, condition: str) -> str:
+    """The stamp's UPDATE: the items of ``rows`` / ``condition`` not stamped within the
+    hour, skipping rows another transaction holds."""
+    return (
+        "UPDATE memory_item SET last_recalled_at = now() WHERE id IN ("  # noqa: S608 - fixed fragments
+        f"SELECT t.id FROM memory_item t {rows} WHERE {condition} "
+        "(t.last_recalled_at IS NULL OR t.last_recalled_at < now() - interval '1 hour') "
+        "ORDER BY t.id FOR UPDATE OF t SKIP LOCKED)"
+    )
+
+
+_TOUCH_CTE = f"touched AS ({_touch('JOIN res ON t.id = res.id', '')} RETURNING 1)"
 
 
 @dataclass(frozen=True)
@@ -275,39 +283,27 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
 
 def stamp_recalled(ids: list[Any]) -> None:
     """Stamp ``last_recalled_at`` on these items, as the retrieval statement does on its
-    hits (hourly, skipping rows another transaction holds, committed without waiting
-    for the WAL flush when run on its own): for a caller that returns other items than
-    the hits it ranked from."""
+    hits: for a caller that returns other items than the hits it ranked from."""
     if not ids:
         return
-    sql = (
-        "UPDATE memory_item SET last_recalled_at = now() WHERE id IN (SELECT t.id FROM memory_item t "
-        "WHERE t.id = ANY(%s::uuid[]) AND (t.last_recalled_at IS NULL OR "
-        "t.last_recalled_at < now() - interval '1 hour') ORDER BY t.id FOR UPDATE OF t SKIP LOCKED)"
-    )
+    with _stamp_commit(), connection.cursor() as cursor:
+        cursor.execute(_touch("", "t.id = ANY(%s::uuid[]) AND"), [list(ids)])
+
+
+@contextlib.contextmanager
+def _stamp_commit() -> Iterator[None]:
+    """Where a stamp commits. Run on its own (autocommit), in a transaction of its own
+    that does not wait for the WAL flush: the stamp only feeds idle retention, a crash
+    loses at most the last fraction of a second of stamps (an item then looks recalled
+    a little earlier than it was), and the wait was ~6 ms of a recall at 100k facts.
+    Inside a caller's transaction the commit is the caller's, with its durability."""
     if not connection.get_autocommit():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [list(ids)])
+        yield
         return
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(sql, [list(ids)])
-
-
-def _stamped_rows(sql: str, params: list[Any]) -> list[MemoryItem]:
-    """The rows of the retrieval statement, which also stamps ``last_recalled_at``.
-
-    Run on its own (autocommit), its transaction commits without waiting for the WAL
-    flush: the stamp only feeds idle retention, a crash loses at most the last fraction
-    of a second of stamps (an item then looks recalled a little earlier than it was),
-    and the wait was ~6 ms of a recall at 100k facts. Inside a caller's transaction the
-    commit is the caller's, so it keeps its durability."""
-    if not connection.get_autocommit():
-        return list(MemoryItem.objects.raw(sql, params))
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")
-        return list(MemoryItem.objects.raw(sql, params))
+        yield
 
 
 def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None) -> list[Hit]:
@@ -541,6 +537,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
     )
     params = [*params, *select_params, *where_params, limit]
+    with _stamp_commit() if rq.stamp else contextlib.nullcontext():
+        rows = list(MemoryItem.objects.raw(sql, params))
     hits = [
         Hit(
             item=row,
@@ -551,7 +549,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             keyword_score=None if row.kscore is None else float(row.kscore),
             signals=_signals(row, names),
         )
-        for row in (_stamped_rows(sql, params) if rq.stamp else MemoryItem.objects.raw(sql, params))
+        for row in rows
     ]
     if reranker is not None and hits:
         scores = reranker.scores(rq.query, [hit.item.content for hit in hits])
