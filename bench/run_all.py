@@ -182,7 +182,7 @@ def data(size: int) -> tuple[Any, Any]:
         print(
             "  loaded {facts:,.0f} facts, {edges:,.0f} edges, {links:,.0f} span links, "
             "{entities:,.0f} entities in {total_seconds:.0f} s (embedding {embed_seconds:.0f} s{cached}, "
-            "COPY {copy_seconds:.0f} s, "
+            "parse summaries {parse_seconds:.0f} s, COPY {copy_seconds:.0f} s, "
             "indexes {index_seconds:.0f} s)".format(
                 **cost, cached=" (cached)" if cost["embed_cached"] else ""
             )

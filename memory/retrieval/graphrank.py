@@ -75,6 +75,10 @@ TERM_WEIGHT = 1.0
 TERM_SOURCES = 4
 TERM_BRIDGES = 6
 TERM_FLOOR = 0.15
+# Items a source's word brings as candidates, as BRIDGES_PER_ENTITY for an entity: a
+# word in every incident report would otherwise make each source score a share of the
+# tenant (3,000 facts at 10k, 30,000 at 100k).
+TERM_POSTINGS = 50
 # Restart mass: a softmax over the seeds' relevance at this temperature.
 TEMPERATURE = 0.05
 
@@ -248,10 +252,14 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
     # source is then scored by its own BM25 statement (see bm25_rows_many), which reads
     # no candidate that could not reach the floor: a source's common words select none.
     texts = [item.content for item in items]
-    found = bm25_rows_many(view.items(), tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR)
+    found = bm25_rows_many(
+        view.items(), tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR, postings=TERM_POSTINGS
+    )
     for item, rows in zip(items, found, strict=True):
-        for pk, _score, _created, coverage in rows:
-            if pk != item.pk and coverage >= TERM_FLOOR:
+        # The source itself is among its best rows unless a capped word left it out.
+        others = [row for row in rows if row[0] != item.pk][:TERM_BRIDGES]
+        for pk, _score, _created, coverage in others:
+            if coverage >= TERM_FLOOR:
                 out.append((item.pk, pk, min(coverage, 1.0)))
     return out
 

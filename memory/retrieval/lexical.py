@@ -58,6 +58,7 @@ Term = tuple[str, str]
 QUOTED_LEXEME = "('''' || replace(replace(lexeme, '\\', '\\\\'), '''', '''''') || '''')"
 _LEXEME_TSQUERY = f"(SELECT string_agg({QUOTED_LEXEME}, %s)::tsquery FROM unnest(%s::text[]) AS lexeme)"  # noqa: S608
 _QUOTED_Q = QUOTED_LEXEME.replace("lexeme", "q.lexeme")
+_T_LEXEME = QUOTED_LEXEME.replace("lexeme", "t.lexeme")
 
 
 @dataclass(frozen=True)
@@ -269,26 +270,98 @@ def bm25_rows(
     terms = query_lexemes(text, query_languages(tenant_id, text))
     if not terms:
         return []
-    return _scored(base, terms, tenant_stats(tenant_id, terms), limit, require_all)
+    return _scored(Candidates(base), terms, tenant_stats(tenant_id, terms), limit, require_all)
 
 
 def bm25_rows_many(
-    base: Any, tenant_id: Any, texts: list[str], limit: int, *, floor: float = 0.0
+    base: Any,
+    tenant_id: Any,
+    texts: list[str],
+    limit: int,
+    *,
+    floor: float = 0.0,
+    postings: int | None = None,
 ) -> list[list[tuple[Any, float, Any, float]]]:
     """:func:`bm25_rows` of each text (any word may match): the texts' words parsed in one
     statement and their statistics read in one, then one scoring statement per text.
 
     With a coverage ``floor``, only the rows at or above it are sure to be there (the
     same as without it, in the same order); candidates that cannot reach it are not
-    read (see :func:`selective`)."""
+    read (see :func:`selective`). With ``postings``, each selecting term brings at most
+    that many candidates (see :func:`sampled`): every term whose document frequency is
+    within it brings all of its items, so the rows are the same as without the cap
+    until a selecting word is that common, and the statement's work no longer grows
+    with the tenant."""
     term_lists = query_lexemes_many(texts, [query_languages(tenant_id, text) for text in texts])
     present = [terms for terms in term_lists if terms]
     stats = iter(tenant_stats_many(tenant_id, present) if present else [])
-    return [_scored(base, terms, next(stats), limit, False, floor) if terms else [] for terms in term_lists]
+    candidates = Candidates(base)
+    return [
+        _scored(candidates, terms, next(stats), limit, False, floor, postings) if terms else []
+        for terms in term_lists
+    ]
+
+
+class Candidates:
+    """The candidate rows of ``base`` (a MemoryItem queryset holding visibility and
+    filters) for a condition on their words, compiled once: a visibility condition
+    costs the ORM a few ms to compile, and a rank scores a dozen texts against it."""
+
+    _SLOT = "__fedmem_terms__"
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self._select: tuple[str, list[Any]] | None = None
+
+    def select(self, condition: RawSQL) -> tuple[str, list[Any]]:
+        """(id, created_at, text_language, search_vector, dl) of the rows meeting ``condition``."""
+        if self._select is None:
+            rows = (
+                # A fixed marker, replaced by a condition built from fixed fragments.
+                self.base.filter(RawSQL(self._SLOT, [], output_field=BooleanField()))  # noqa: S611
+                # Unordered: the statement orders by score, date and id; the model's
+                # default order only sorted the (wide) candidate rows once more.
+                .order_by()
+                .annotate(dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField()))
+                .values_list("id", "created_at", "text_language", "search_vector", "dl")
+            )
+            sql, params = rows.query.sql_with_params()
+            self._select = (sql, list(params))
+        sql, params = self._select
+        at = sql.index(self._SLOT)
+        # The condition's parameters go where its text goes, among the compiled ones.
+        before = sql[:at].count("%s")
+        return (
+            sql[:at] + condition.sql + sql[at + len(self._SLOT) :],
+            [*params[:before], *condition.params, *params[before:]],
+        )
+
+    def sampled(self, terms: list[Term], postings: int) -> tuple[str, list[Any]]:
+        """:meth:`select` of the rows among the first ``postings`` ones of the base that
+        hold a term, for any of ``terms`` (each row once). First in storage order, as
+        the full-text index lists a word's items (about the oldest): any other order
+        reads every item of the word, which is what the cap avoids."""
+        # Fixed fragments only: the terms are bound parameters of the statement below.
+        holds = RawSQL(  # noqa: S611
+            f'"memory_item"."text_language" = t.l AND "memory_item"."search_vector" @@ {_T_LEXEME}::tsquery',
+            [],
+        )
+        sql, params = self.select(holds)
+        return (
+            "SELECT DISTINCT ON (x.id) x.* FROM unnest(%s::text[], %s::text[]) AS t(l, lexeme) "  # noqa: S608
+            f"CROSS JOIN LATERAL ({sql} LIMIT %s) AS x ORDER BY x.id",
+            [[t[0] for t in terms], [t[1] for t in terms], *params, postings],
+        )
 
 
 def _scored(
-    base: Any, terms: list[Term], stats: Stats, limit: int, require_all: bool, floor: float = 0.0
+    candidates: Candidates,
+    terms: list[Term],
+    stats: Stats,
+    limit: int,
+    require_all: bool,
+    floor: float = 0.0,
+    postings: int | None = None,
 ) -> list[tuple[Any, float, Any, float]]:
     if require_all:
         # Every word, in the item's own language: a language some word is missing
@@ -299,16 +372,10 @@ def _scored(
         matching, joiner = selective(terms, stats, floor=floor), " | "
     if not matching:
         return []
-    # Unordered: the statement orders by score, date and id; the model's default order
-    # only sorted the (wide) candidate rows once more.
-    candidates = (
-        base.filter(matches(matching, joiner))
-        .order_by()
-        .annotate(dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField()))
-    )
-    msql, mparams = candidates.values_list(
-        "id", "created_at", "text_language", "search_vector", "dl"
-    ).query.sql_with_params()
+    if not require_all and postings is not None and any(stats.df[t] > postings for t in matching):
+        msql, mparams = candidates.sampled(matching, postings)
+    else:
+        msql, mparams = candidates.select(matches(matching, joiner))
     idf = [stats.idf(t) for t in terms]
     total: dict[str, float] = {}
     for (lang, _lx), weight in zip(terms, idf, strict=True):

@@ -106,6 +106,32 @@ def test_bm25_rows_under_a_floor_are_the_rows_above_it(access):
     assert together == [bm25_rows_many(base, access.tenant_id, [text], 50, floor=floor)[0] for text in texts]
 
 
+def test_a_postings_cap_reads_a_few_visible_items_per_word(access, world):
+    from memory.enforcement import system_access
+    from memory.retrieval.lexical import bm25_rows_many
+    from memory.tests.conftest import remember
+
+    # Another agent's private notes come first in storage order: were visibility applied
+    # after the cap, they would take its places and nothing visible would be read.
+    sibling = system_access(world.sibling)
+    for n in range(5):
+        remember(sibling, f"The compressor on rack {n} was replaced.", scope="agent")
+    mine = [
+        remember(access, f"The compressor in hall {n} hums loudly.", scope="agent").item.pk for n in range(6)
+    ]
+    view = graph.View(access, visible_q(access, read_scopes(access, None)))
+    query = "compressor"
+    [full] = bm25_rows_many(view.items(), access.tenant_id, [query], 50)
+    assert sorted(r[0] for r in full) == sorted(mine)
+    # A cap at or above every word's frequency reads what no cap reads.
+    assert bm25_rows_many(view.items(), access.tenant_id, [query], 50, postings=6) == [full]
+    [capped] = bm25_rows_many(view.items(), access.tenant_id, [query], 50, postings=2)
+    assert len(capped) == 2 and {r[0] for r in capped} <= set(mine)
+    # Each capped row is scored as without the cap.
+    scores = {r[0]: r[1:] for r in full}
+    assert all(scores[r[0]] == r[1:] for r in capped)
+
+
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
     from memory.tests.conftest import remember
 
