@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import BooleanField, Q
+from django.db.models.expressions import RawSQL
 
 from core.errors import MemoryNotFound
 from governance.selectors import as_uuid
@@ -52,6 +53,9 @@ class View:
 
     access: MemoryAccess
     q: Q
+    # Statements compiled for this view, by what they are for: a visibility condition
+    # costs the ORM a few ms to compile, and a walk runs one links statement per depth.
+    compiled: dict[Any, tuple[str, list[Any]]] = field(default_factory=dict, compare=False, repr=False)
 
     def items(self) -> Any:
         return MemoryItem.objects.filter(self.q)
@@ -70,22 +74,32 @@ class View:
         whose size is bounded by the frontier, not by the graph."""
         if not edge_ids or per_edge <= 0:
             return []
-        near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
-        # The per-edge query, written by the ORM (visibility joined on the far edge's
-        # item), then run once per frontier edge as a LATERAL subquery: with the
-        # (edge, -score) index each reads its best links in order and stops at the
-        # limit, so a hub edge costs no more than any other.
-        inner = (
-            SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
-            .filter(**{f"{near}_id": SENTINEL})
-            .exclude(**{f"{far}_id__in": sorted(exclude)})
-            .order_by("-score", f"{far}_id")
-            .values_list(
-                "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
-            )[:per_edge]
-        )
-        rows = lateral_walk(inner, edge_ids)
-        out = [(src, Edge(*edge), score) for src, score, *edge in rows]
+        key = ("links", direction, per_edge)
+        if key not in self.compiled:
+            near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
+            # The per-edge query, written by the ORM (visibility joined on the far edge's
+            # item), then run once per frontier edge as a LATERAL subquery: with the
+            # (edge, -score) index each reads its best links in order and stops at the
+            # limit, so a hub edge costs no more than any other. The edges left out are
+            # a parameter, so one compiled statement serves every depth of a walk.
+            column = f'"{SpanLink._meta.db_table}"."{far}_id"'
+            # Fixed fragments only; the edges left out are a bound parameter.
+            left_out = RawSQL(  # noqa: S611
+                f"NOT ({column} = ANY(%s::bigint[]))", [EXCLUDED], output_field=BooleanField()
+            )
+            inner = (
+                SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
+                .filter(**{f"{near}_id": SENTINEL})
+                .filter(left_out)
+                .order_by("-score", f"{far}_id")
+                .values_list(
+                    "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
+                )[:per_edge]
+            )
+            self.compiled[key] = lateral_statement(inner)
+        sql, params = self.compiled[key]
+        bound = [sorted(exclude) if p is EXCLUDED else p for p in params]
+        out = [(src, Edge(*edge), score) for src, score, *edge in run_lateral(sql, bound, edge_ids)]
         out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
         return out
 
@@ -94,22 +108,36 @@ class View:
 SENTINEL = -7_000_000_000_001
 
 
-def lateral_walk(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
-    """Run ``inner`` (an ORM queryset filtered on ``SENTINEL``) once per id of
-    ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
+# Stands for the edges a links statement leaves out, until a walk binds them.
+EXCLUDED = object()
+
+
+def lateral_statement(inner: Any) -> tuple[str, list[Any]]:
+    """``inner`` (an ORM queryset filtered on ``SENTINEL``) as a statement that runs it
+    once per id of an array parameter, its first, as a LATERAL subquery."""
     sql, params = inner.query.sql_with_params()
     params = list(params)
     at = params.index(SENTINEL)
     parts = sql.split("%s")
     sql = "%s".join(parts[: at + 1]) + "frontier.id" + "%s".join(parts[at + 1 :])
     del params[at]
+    return (
+        "SELECT frontier.id, x.* FROM unnest(%s::bigint[]) AS frontier(id) "  # noqa: S608 - ORM-built
+        f"CROSS JOIN LATERAL ({sql}) AS x",
+        params,
+    )
+
+
+def run_lateral(sql: str, params: list[Any], ids: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT frontier.id, x.* FROM unnest(%s::bigint[]) AS frontier(id) "  # noqa: S608 - ORM-built
-            f"CROSS JOIN LATERAL ({sql}) AS x",
-            [list(ids), *params],
-        )
+        cursor.execute(sql, [list(ids), *params])
         return cursor.fetchall()
+
+
+def lateral_walk(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
+    """Run ``inner`` (an ORM queryset filtered on ``SENTINEL``) once per id of
+    ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
+    return run_lateral(*lateral_statement(inner), ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +209,13 @@ class Walk:
 
 def _origin_edges(view: View, direction: str, item_id: Any, content: str | None, limit: int) -> list[Any]:
     if item_id is not None:
-        item = visible_item(view, item_id)
-        return view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
+        # The item's edges carry its visibility; an item with none must still be one
+        # the caller may read (else 404, as for an item that does not exist).
+        pk = as_uuid(item_id)
+        edges = view.edge_rows(view.edges().filter(item_id=pk).order_by("id")) if pk else []
+        if not edges and not (pk and view.items().filter(pk=pk).exists()):
+            raise MemoryNotFound("Memory not found.")
+        return edges
     assert content is not None
     # effects of X: edges whose cause is X; causes of X: edges whose effect is X.
     side = "cause" if direction == EFFECTS else "effect"

@@ -286,8 +286,16 @@ def test_bad_input_names_the_field(world, as_agent, name, body, field):
 
 def test_unknown_or_foreign_item_is_404(world, as_agent, incident):
     foreign = fact(system_access(world.foreign_agent), "Heavy fog caused the delay.", user_id="x")
+    # Another agent's private fact of the same tenant, with an edge of its own.
+    private = fact(system_access(world.sibling), "Black ice caused the crash.", user_id="x")
     client = as_agent(world.agent)
-    for item_id in (str(foreign.pk), "00000000-0000-0000-0000-000000000000"):
+    # A fact the caller may read but with no causal edge: an empty trace, not a 404.
+    plain = fact(system_access(world.agent), "The depot opens at six.", user_id="x")
+    response = client.post(
+        url(world.agent, "trace"), {"item_id": str(plain.pk), "direction": "causes"}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["chain"] == []
+    for item_id in (str(foreign.pk), str(private.pk), "00000000-0000-0000-0000-000000000000"):
         assert_error(
             client.post(
                 url(world.agent, "trace"), {"item_id": item_id, "direction": "causes"}, format="json"
