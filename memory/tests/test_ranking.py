@@ -132,6 +132,28 @@ def test_a_postings_cap_reads_a_few_visible_items_per_word(access, world):
     assert all(scores[r[0]] == r[1:] for r in capped)
 
 
+def test_entity_mention_counts_are_read_once_per_ttl(access, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.models import Entity
+
+    for text in ("The Leeds depot closed early.", "The Leeds depot reopened on Monday."):
+        fact(access, text)
+    ids = list(Entity.objects.filter(tenant_id=access.tenant_id).values_list("pk", flat=True))
+    graphrank.entity_counts.clear()
+    first = graphrank.entity_counts.get(access.tenant_id, ids)
+    assert max(first.values()) == 2
+    with CaptureQueriesContext(connection) as captured:
+        assert graphrank.entity_counts.get(access.tenant_id, ids) == first
+    assert not captured.captured_queries
+    # Past the TTL (or in another process) the counts are read again.
+    monkeypatch.setattr(graphrank, "STATS_TTL", -1.0)
+    with CaptureQueriesContext(connection) as captured:
+        assert graphrank.entity_counts.get(access.tenant_id, ids) == first
+    assert len(captured.captured_queries) == 1
+
+
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
     from memory.tests.conftest import remember
 
