@@ -81,7 +81,7 @@ TERM_BRIDGES = 6
 TERM_FLOOR = 0.15
 # Items a source's word brings as candidates, as BRIDGES_PER_ENTITY for an entity: a
 # word in every incident report would otherwise make each source score a share of the
-# tenant (3,000 facts at 10k, 30,000 at 100k).
+# whole tenant, thousands of facts at 10k.
 TERM_POSTINGS = 50
 # Restart mass: a softmax over the seeds' relevance at this temperature.
 TEMPERATURE = 0.05
