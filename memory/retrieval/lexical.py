@@ -288,10 +288,10 @@ def bm25_rows_many(
     With a coverage ``floor``, only the rows at or above it are sure to be there (the
     same as without it, in the same order); candidates that cannot reach it are not
     read (see :func:`selective`). With ``postings``, each selecting term brings at most
-    that many candidates (see :func:`sampled`): every term whose document frequency is
-    within it brings all of its items, so the rows are the same as without the cap
-    until a selecting word is that common, and the statement's work no longer grows
-    with the tenant."""
+    that many candidates (see :meth:`Candidates.sampled`): every term whose document
+    frequency is within it brings all of its items, so the rows are the same as
+    without the cap until a selecting word is that common, and the statement's work
+    no longer grows with the tenant."""
     term_lists = query_lexemes_many(texts, [query_languages(tenant_id, text) for text in texts])
     present = [terms for terms in term_lists if terms]
     stats = iter(tenant_stats_many(tenant_id, present) if present else [])
