@@ -31,8 +31,6 @@ ranked: its signals, the bridges and links that reached it.
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
@@ -49,7 +47,7 @@ from memory.enforcement import MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve, stamp_recalled
-from memory.retrieval.lexical import STATS_TTL, bm25_rows_many, tenant_stats
+from memory.retrieval.lexical import TtlCounts, bm25_rows_many, tenant_stats
 from memory.retrieval.specificity import bridge_weight, distinctions, session_weight
 from memory.retrieval.vectors import stored_vectors
 
@@ -61,8 +59,6 @@ CHAIN_BONUS = 0.5
 # Mentions read per bridging entity, and per entity when counting its facts.
 BRIDGES_PER_ENTITY = 20
 DF_CAP = 5000
-# Entity counts kept per process (see _EntityCounts).
-MAX_COUNTS = 50_000
 DENSE_WEIGHT = 0.6
 GRAPH_WEIGHT = 2.0
 DAMPING = 0.7
@@ -131,51 +127,21 @@ def relevance(similarity: float | None, lexical: float | None) -> float:
     return DENSE_WEIGHT * (similarity or 0.0) + (1 - DENSE_WEIGHT) * (lexical or 0.0)
 
 
-class _EntityCounts:
-    """Per-process mention counts per (tenant, entity), each valid for
-    ``lexical.STATS_TTL`` seconds, as the term statistics are: an entity's specificity
-    changes slowly, and counting a hub's mentions (up to DF_CAP index entries) on
-    every rank was a tenth of the rank's statements' time at 100k facts."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.counts: dict[tuple[Any, int], tuple[float, int]] = {}
-
-    def clear(self) -> None:
-        with self.lock:
-            self.counts.clear()
-
-    def get(self, tenant_id: Any, entity_ids: list[int]) -> dict[int, int]:
-        now = time.monotonic()
-        with self.lock:
-            known = {
-                e: hit[1]
-                for e in entity_ids
-                if (hit := self.counts.get((tenant_id, e))) and now - hit[0] < STATS_TTL
-            }
-        missing = [e for e in entity_ids if e not in known]
-        if missing:
-            with connection.cursor() as cursor:
-                # Each count reads at most DF_CAP index entries: a hub is a hub at any size.
-                cursor.execute(
-                    "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM memory_mention m "
-                    "WHERE m.entity_id = e.id LIMIT %s) AS c) FROM unnest(%s::bigint[]) AS e(id)",
-                    [DF_CAP, missing],
-                )
-                fresh = dict(cursor.fetchall())
-            known.update(fresh)
-            with self.lock:
-                if len(self.counts) > MAX_COUNTS:
-                    self.counts.clear()
-                for e, count in fresh.items():
-                    # An entity no mention names (yet, or any more) is not cached: the
-                    # next write may bring one.
-                    if count > 0:
-                        self.counts[(tenant_id, e)] = (now, count)
-        return known
+def _mention_counts(entity_ids: list[int]) -> dict[int, int]:
+    with connection.cursor() as cursor:
+        # Each count reads at most DF_CAP index entries: a hub is a hub at any size.
+        cursor.execute(
+            "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM memory_mention m "
+            "WHERE m.entity_id = e.id LIMIT %s) AS c) FROM unnest(%s::bigint[]) AS e(id)",
+            [DF_CAP, entity_ids],
+        )
+        return dict(cursor.fetchall())
 
 
-entity_counts = _EntityCounts()
+# Mention counts per (tenant, entity), kept as the term statistics are: counting a hub's
+# mentions (up to DF_CAP index entries) on every rank was a tenth of the rank's
+# statements' time at 100k facts.
+entity_counts = TtlCounts()
 
 
 def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dict[int, tuple[str, float]]:
@@ -183,7 +149,7 @@ def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dic
     if not entity_ids:
         return {}
     rows = Entity.objects.filter(pk__in=entity_ids).values_list("pk", "name", "normalized", "label")
-    df = entity_counts.get(tenant_id, list(entity_ids))
+    df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
     for pk, name, normalized, label in rows:
         weight = bridge_weight(normalized, label, df.get(pk, 0), documents)

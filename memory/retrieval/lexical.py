@@ -30,6 +30,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,47 @@ class Stats:
         return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
+class TtlCounts:
+    """Per-process counts per (tenant, key), each valid for STATS_TTL seconds: the
+    document frequency of a term, the mentions of an entity. Counts change slowly and
+    reading them again on every query was a large share of a query's statements."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.counts: dict[tuple[Any, Any], tuple[float, int]] = {}
+
+    def clear(self) -> None:
+        with self.lock:
+            self.counts.clear()
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def get_many(
+        self, tenant_id: Any, keys: list[Any], read: Callable[[list[Any]], dict[Any, int]]
+    ) -> dict[Any, int]:
+        """The count of every key: cached ones as cached, the others by ``read``."""
+        now = time.monotonic()
+        with self.lock:
+            known = {
+                key: hit[1]
+                for key in keys
+                if (hit := self.counts.get((tenant_id, key))) and now - hit[0] < STATS_TTL
+            }
+        missing = [key for key in keys if key not in known]
+        if missing:
+            fresh = read(missing)
+            known.update(fresh)
+            with self.lock:
+                if len(self.counts) > _MAX_CACHED:
+                    self.counts.clear()
+                for key, count in fresh.items():
+                    # A key nothing holds yet is not cached: the next write may bring it.
+                    if count > 0:
+                        self.counts[(tenant_id, key)] = (now, count)
+        return known
+
+
 class _Cache:
     """Per-process term statistics per tenant, each entry valid for STATS_TTL seconds."""
 
@@ -83,12 +125,12 @@ class _Cache:
         self.lock = threading.Lock()
         # tenant -> (read at, items per language, mean length)
         self.corpus: dict[Any, tuple[float, dict[str, int], float]] = {}
-        self.df: dict[tuple[Any, Term], tuple[float, int]] = {}
+        self.df = TtlCounts()
 
     def clear(self) -> None:
         with self.lock:
             self.corpus.clear()
-            self.df.clear()
+        self.df.clear()
 
 
 cache = _Cache()
@@ -179,16 +221,9 @@ def tenant_stats_many(tenant_id: Any, term_lists: list[list[Term]]) -> list[Stat
 
 
 def tenant_stats(tenant_id: Any, terms: list[Term]) -> Stats:
-    now = time.monotonic()
-    corpus = _corpus(tenant_id, now)
-    with cache.lock:
-        known = {
-            term: hit[1]
-            for term in terms
-            if (hit := cache.df.get((tenant_id, term))) and now - hit[0] < STATS_TTL
-        }
-    missing = [term for term in terms if term not in known]
-    if missing:
+    corpus = _corpus(tenant_id, time.monotonic())
+
+    def read(missing: list[Term]) -> dict[Term, int]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT q.l, q.lexeme, (SELECT count(*) FROM memory_item WHERE tenant_id = %s "  # noqa: S608
@@ -196,14 +231,9 @@ def tenant_stats(tenant_id: Any, terms: list[Term]) -> Stats:
                 "FROM unnest(%s::text[], %s::text[]) AS q(l, lexeme)",
                 [tenant_id, [t[0] for t in missing], [t[1] for t in missing]],
             )
-            known.update({(lang, lx): int(df) for lang, lx, df in cursor.fetchall()})
-    with cache.lock:
-        if len(cache.df) > _MAX_CACHED:
-            cache.df.clear()
-        for term in missing:
-            # A word no item holds yet is not cached: the next write may bring it.
-            if known[term] > 0:
-                cache.df[(tenant_id, term)] = (now, known[term])
+            return {(lang, lx): int(df) for lang, lx, df in cursor.fetchall()}
+
+    known = cache.df.get_many(tenant_id, list(terms), read)
     # The cached size may lag behind the counts read just now.
     documents = sum(corpus[1].values())
     return Stats(max(documents, *known.values(), 1), max(corpus[2], 1.0), known, corpus[1])

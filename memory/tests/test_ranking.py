@@ -142,16 +142,27 @@ def test_entity_mention_counts_are_read_once_per_ttl(access, monkeypatch):
         fact(access, text)
     ids = list(Entity.objects.filter(tenant_id=access.tenant_id).values_list("pk", flat=True))
     graphrank.entity_counts.clear()
-    first = graphrank.entity_counts.get(access.tenant_id, ids)
-    assert max(first.values()) == 2
+
+    def counted(captured):
+        return sum("memory_mention" in q["sql"] for q in captured.captured_queries)
+
     with CaptureQueriesContext(connection) as captured:
-        assert graphrank.entity_counts.get(access.tenant_id, ids) == first
-    assert not captured.captured_queries
+        first = graphrank.entity_weights(access.tenant_id, ids, 100)
+    assert first and counted(captured) == 1
+    cached = {
+        key[1]: count
+        for key, (_at, count) in graphrank.entity_counts.counts.items()
+        if key[0] == access.tenant_id
+    }
+    assert max(cached.values()) == 2  # "Leeds depot", in both facts
+    with CaptureQueriesContext(connection) as captured:
+        assert graphrank.entity_weights(access.tenant_id, ids, 100) == first
+    assert counted(captured) == 0
     # Past the TTL (or in another process) the counts are read again.
-    monkeypatch.setattr(graphrank, "STATS_TTL", -1.0)
+    monkeypatch.setattr(lexical, "STATS_TTL", -1.0)
     with CaptureQueriesContext(connection) as captured:
-        assert graphrank.entity_counts.get(access.tenant_id, ids) == first
-    assert len(captured.captured_queries) == 1
+        assert graphrank.entity_weights(access.tenant_id, ids, 100) == first
+    assert counted(captured) == 1
 
 
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
