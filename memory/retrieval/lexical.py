@@ -90,9 +90,6 @@ class TtlCounts:
         with self.lock:
             self.counts.clear()
 
-    def __len__(self) -> int:
-        return len(self.counts)
-
     def get_many(
         self, tenant_id: Any, keys: list[Any], read: Callable[[list[Any]], dict[Any, int]]
     ) -> dict[Any, int]:
