@@ -237,7 +237,7 @@ def sequential(server: Server, key: str, total: int) -> dict[str, object]:
         else:
             client.call("GET", "/health", auth=False)
         n += 1
-        if n % 250 == 0:
+        if n % 100 == 0:
             peak = max(peak, server_connections(server.data_dir))
         if warm is None and client.count >= max(total // 10, 1):
             warm = process_memory(server)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from core.tests.datadir import with_onnx_export
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,16 +30,10 @@ def free_port() -> int:
 def test_run_serves_console_and_worker_then_stops_cleanly_on_ctrl_c(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL", "CELERY_"))}
-    # Its own data folder: its own embedded PostgreSQL, broker and demo data. The
-    # ONNX export is copied in (what a second start finds), so the test does not
-    # spend its time budget on a one-time export another test already covers.
-    env.update(DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", FEDMEM_DATA_DIR=str(tmp_path))
-    from memory.embeddings import configured_model_path, ensure_onnx_model
-
-    export = ensure_onnx_model(configured_model_path(), int8=False)
-    (tmp_path / "models").mkdir()
-    for path in (export, export.with_suffix(".json")):
-        shutil.copy(path, tmp_path / "models" / path.name)
+    # Its own data folder: its own embedded PostgreSQL, broker and demo data.
+    env.update(
+        DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", FEDMEM_DATA_DIR=str(with_onnx_export(tmp_path))
+    )
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "fedmem_run", "--port", str(port), "--concurrency", "1"],
