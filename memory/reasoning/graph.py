@@ -67,21 +67,28 @@ class View:
         return [Edge(*row) for row in qs.values_list(*LIGHT)]
 
     def links(
-        self, edge_ids: list[int], direction: str, per_edge: int, exclude: frozenset[int] = frozenset()
+        self,
+        edge_ids: list[int],
+        direction: str,
+        per_edge: int | list[int],
+        exclude: frozenset[int] = frozenset(),
     ) -> list[tuple[int, Edge, float]]:
         """(from edge, visible next edge, score) for the best ``per_edge`` stored links
-        leaving each of ``edge_ids`` in ``direction``: one query for a whole frontier,
-        whose size is bounded by the frontier, not by the graph."""
-        if not edge_ids or per_edge <= 0:
+        leaving each of ``edge_ids`` in ``direction`` (one limit for all, or one per
+        edge): one query for a whole frontier, whose size is bounded by the frontier,
+        not by the graph."""
+        limits = per_edge if isinstance(per_edge, list) else [per_edge] * len(edge_ids)
+        if not edge_ids or max(limits, default=0) <= 0:
             return []
-        key = ("links", direction, per_edge)
+        key = ("links", direction)
         if key not in self.compiled:
             near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
             # The per-edge query, written by the ORM (visibility joined on the far edge's
             # item), then run once per frontier edge as a LATERAL subquery: with the
-            # (edge, -score) index each reads its best links in order and stops at the
-            # limit, so a hub edge costs no more than any other. The edges left out are
-            # a parameter, so one compiled statement serves every depth of a walk.
+            # (edge, -score) index each reads its best links in order and stops at its
+            # row's limit, so a hub edge costs no more than any other. The edges left
+            # out and the limits are parameters, so one compiled statement serves every
+            # depth of a walk.
             column = f'"{SpanLink._meta.db_table}"."{far}_id"'
             # Fixed fragments only; the edges left out are a bound parameter.
             left_out = RawSQL(  # noqa: S611
@@ -94,12 +101,13 @@ class View:
                 .order_by("-score", f"{far}_id")
                 .values_list(
                     "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
-                )[:per_edge]
+                )[:PER_ROW]
             )
-            self.compiled[key] = lateral_statement(inner)
+            self.compiled[key] = lateral_statement(inner, per_row_limit=True)
         sql, params = self.compiled[key]
         bound = [sorted(exclude) if p is EXCLUDED else p for p in params]
-        out = [(src, Edge(*edge), score) for src, score, *edge in run_lateral(sql, bound, edge_ids)]
+        rows = run_lateral(sql, bound, edge_ids, limits)
+        out = [(src, Edge(*edge), score) for src, score, *edge in rows]
         out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
         return out
 
@@ -112,25 +120,41 @@ SENTINEL = -7_000_000_000_001
 EXCLUDED = object()
 
 
-def lateral_statement(inner: Any) -> tuple[str, list[Any]]:
+# Stands for the per-row limit of a per-row query (never a real limit).
+PER_ROW = 987_654_321
+
+
+def lateral_statement(inner: Any, *, per_row_limit: bool = False) -> tuple[str, list[Any]]:
     """``inner`` (an ORM queryset filtered on ``SENTINEL``) as a statement that runs it
-    once per id of an array parameter, its first, as a LATERAL subquery."""
+    once per id of an array parameter, its first, as a LATERAL subquery.
+    ``per_row_limit``: ``inner`` is sliced ``[:PER_ROW]``, and each id's limit is the
+    matching element of a second array parameter."""
     sql, params = inner.query.sql_with_params()
     params = list(params)
     at = params.index(SENTINEL)
     parts = sql.split("%s")
     sql = "%s".join(parts[: at + 1]) + "frontier.id" + "%s".join(parts[at + 1 :])
     del params[at]
+    frontier = "unnest(%s::bigint[]) AS frontier(id)"
+    if per_row_limit:
+        marker = f"LIMIT {PER_ROW}"
+        if sql.count(marker) != 1:
+            raise ValueError("a per-row limit needs the inner query sliced [:PER_ROW]")
+        sql = sql.replace(marker, "LIMIT frontier.lim")
+        frontier = "unnest(%s::bigint[], %s::int[]) AS frontier(id, lim)"
     return (
-        "SELECT frontier.id, x.* FROM unnest(%s::bigint[]) AS frontier(id) "  # noqa: S608 - ORM-built
+        f"SELECT frontier.id, x.* FROM {frontier} "  # noqa: S608 - ORM-built
         f"CROSS JOIN LATERAL ({sql}) AS x",
         params,
     )
 
 
-def run_lateral(sql: str, params: list[Any], ids: list[Any]) -> list[tuple[Any, ...]]:
+def run_lateral(
+    sql: str, params: list[Any], ids: list[Any], limits: list[int] | None = None
+) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, [list(ids), *params])
+        arrays = [list(ids)] if limits is None else [list(ids), list(limits)]
+        cursor.execute(sql, [*arrays, *params])
         return cursor.fetchall()
 
 
@@ -242,26 +266,40 @@ def walk(
             level.append(edge)
     depth = 1
     while level:
-        following: dict[int, list[Edge]] = defaultdict(list)
         room = max_visited - len(result.edges)
         # One link per edge tells a terminal apart even when nothing more may be visited.
         per_edge = max(1, min(FANOUT, room + 1))
-        for src, nxt, _score in view.links([e.pk for e in level], direction, per_edge, pruned):
-            if nxt.pk != src and nxt.pk not in pruned:
-                following[src].append(nxt)
+        nexts = _Following(view, direction, per_edge, pruned)
+        # Read in full only the first edges, whose links can fill the room; one link
+        # for each of the rest, which settles them unless the room is still open when
+        # their turn comes (then they are read in full, as the walk would have).
+        nexts.read(level, full=-(-(room + 1) // per_edge))
         upcoming: list[Edge] = []
-        for edge in level:
+        for at, edge in enumerate(level):
             result.hops.append(_edge_json(edge, depth, result.parents[edge.pk]))
             if edge.pk in goal:
                 return result
-            nexts = following.get(edge.pk, [])
-            if not nexts:
+            following = nexts.of(edge.pk)
+            if not following and nexts.settled(edge.pk):
+                result.terminals.append(edge)
+                continue
+            if depth >= max_depth and following:
+                result.truncated = True
+                continue
+            left = max_visited - len(result.edges)
+            # Read short, the edge is settled only when the room is full and its first
+            # link would be visited: the walk stops there (truncated) either way.
+            decided = left <= 0 and bool(following) and following[0].pk not in result.edges
+            if not decided and not nexts.settled(edge.pk):
+                nexts.read(level[at:], full=-(-(left + 1) // per_edge))
+                following = nexts.of(edge.pk)
+            if not following:
                 result.terminals.append(edge)
                 continue
             if depth >= max_depth:
                 result.truncated = True
                 continue
-            for nxt in nexts:
+            for nxt in following:
                 if nxt.pk in result.edges:
                     continue
                 if len(result.edges) >= max_visited:
@@ -272,6 +310,49 @@ def walk(
         level = upcoming
         depth += 1
     return result
+
+
+class _Following:
+    """The next edges of one walk level's edges, ``per_edge`` of them each, read in as
+    few rows as the walk can use: an edge read short (its first link only) is
+    *settled* when that link decides it, else read again in full."""
+
+    def __init__(self, view: View, direction: str, per_edge: int, pruned: frozenset[int]) -> None:
+        self.view, self.direction, self.per_edge, self.pruned = view, direction, per_edge, pruned
+        self.nexts: dict[int, list[Edge]] = {}
+        self.complete: set[int] = set()
+        self.batch = 0
+
+    def read(self, edges: list[Edge], *, full: int) -> None:
+        """Read in full the first ``full`` of ``edges`` not read in full yet (at least
+        twice as many as the time before: links to edges visited already leave the room
+        open longer than expected), the rest not read yet short."""
+        self.batch = full = max(full, 2 * self.batch)
+        open_ = [e.pk for e in edges if e.pk not in self.complete]
+        todo = [(pk, self.per_edge) for pk in open_[:full]]
+        todo += [(pk, 1) for pk in open_[full:] if pk not in self.nexts]
+        if not todo:
+            return
+        raw: dict[int, int] = defaultdict(int)
+        read: dict[int, list[Edge]] = {pk: [] for pk, _limit in todo}
+        for src, nxt, _score in self.view.links(
+            [pk for pk, _ in todo], self.direction, [limit for _, limit in todo], self.pruned
+        ):
+            raw[src] += 1
+            if nxt.pk != src and nxt.pk not in self.pruned:
+                read[src].append(nxt)
+        for pk, limit in todo:
+            self.nexts[pk] = read[pk]
+            # Fewer rows than asked: that was every link there is.
+            if limit == self.per_edge or raw[pk] < limit:
+                self.complete.add(pk)
+
+    def of(self, pk: int) -> list[Edge]:
+        return self.nexts.get(pk, [])
+
+    def settled(self, pk: int) -> bool:
+        """Read in full (or every link there is): what the walk would have seen."""
+        return pk in self.complete
 
 
 def trace(
