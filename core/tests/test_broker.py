@@ -44,10 +44,13 @@ def drain(tmp_path: Path, transport: Any) -> tuple[list[int], list[BaseException
         with connection(tmp_path, transport) as conn:
             q = conn.SimpleQueue("tasks")
             while len(received) < MESSAGES:
+                # Read before polling: a queue found empty is final only when the writer
+                # had finished before the poll began (it may finish during the poll).
+                finished = done.is_set()
                 try:
-                    message = q.get(timeout=0.001 if not done.is_set() else 2)
+                    message = q.get(timeout=2 if finished else 0.001)
                 except q.Empty:
-                    if done.is_set():
+                    if finished:
                         return
                     continue
                 except BaseException as exc:

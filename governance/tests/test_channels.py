@@ -32,6 +32,11 @@ def test_redis_layer_round_trip(redis):
     assert async_to_sync(round_trip)() == {"type": "job.update", "n": 1}
 
 
+# Seconds a socket step may take: the first connect loads the ASGI stack and reads the
+# session, which took over the communicator's 1 s default on a loaded 2-core machine.
+WAIT = 15
+
+
 @pytest.mark.django_db(transaction=True)
 def test_job_progress_socket(world):
     from django.conf import settings
@@ -51,24 +56,24 @@ def test_job_progress_socket(world):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=WAIT)
         assert connected
-        first = await comm.receive_json_from()
+        first = await comm.receive_json_from(timeout=WAIT)
         assert first["status"] == "queued"
         job.status, job.progress = Job.Status.RUNNING, 2
         await sync_to_async(broadcast_job)(job)
-        update = await comm.receive_json_from()
+        update = await comm.receive_json_from(timeout=WAIT)
         assert (update["status"], update["progress"]) == ("running", 2)
         await comm.disconnect()
 
         denied = WebsocketCommunicator(application, f"/ws/jobs/{foreign.pk}/", headers=headers)
-        connected, _ = await denied.connect()
+        connected, _ = await denied.connect(timeout=WAIT)
         assert not connected
 
         anonymous = WebsocketCommunicator(
             application, f"/ws/jobs/{job.pk}/", headers=[(b"origin", b"http://localhost")]
         )
-        connected, _ = await anonymous.connect()
+        connected, _ = await anonymous.connect(timeout=WAIT)
         assert not connected
 
     async_to_sync(scenario)()
