@@ -273,7 +273,7 @@ def walk(
         # Read in full only the first edges, whose links can fill the room; one link
         # for each of the rest, which settles them unless the room is still open when
         # their turn comes (then they are read in full, as the walk would have).
-        nexts.read(level, full=-(-(room + 1) // per_edge))
+        nexts.read(level, room=room)
         upcoming: list[Edge] = []
         for at, edge in enumerate(level):
             result.hops.append(_edge_json(edge, depth, result.parents[edge.pk]))
@@ -287,11 +287,11 @@ def walk(
                 result.truncated = True
                 continue
             left = max_visited - len(result.edges)
-            # Read short, the edge is settled only when the room is full and its first
-            # link would be visited: the walk stops there (truncated) either way.
+            # Read short, an edge is decided when the room is full and its first link is
+            # new: the walk stops there (truncated), as it would after a full read.
             decided = left <= 0 and bool(following) and following[0].pk not in result.edges
             if not decided and not nexts.settled(edge.pk):
-                nexts.read(level[at:], full=-(-(left + 1) // per_edge))
+                nexts.read(level[at:], room=left)
                 following = nexts.of(edge.pk)
             if not following:
                 result.terminals.append(edge)
@@ -323,11 +323,12 @@ class _Following:
         self.complete: set[int] = set()
         self.batch = 0
 
-    def read(self, edges: list[Edge], *, full: int) -> None:
-        """Read in full the first ``full`` of ``edges`` not read in full yet (at least
-        twice as many as the time before: links to edges visited already leave the room
-        open longer than expected), the rest not read yet short."""
-        self.batch = full = max(full, 2 * self.batch)
+    def read(self, edges: list[Edge], *, room: int) -> None:
+        """Read in full the first of ``edges`` not read in full yet, as many as could
+        fill ``room`` (at least twice as many as the time before: links to edges
+        visited already leave the room open longer than expected), the rest not read
+        yet short."""
+        self.batch = full = max(-(-(room + 1) // self.per_edge), 2 * self.batch)
         open_ = [e.pk for e in edges if e.pk not in self.complete]
         todo = [(pk, self.per_edge) for pk in open_[:full]]
         todo += [(pk, 1) for pk in open_[full:] if pk not in self.nexts]
