@@ -280,16 +280,13 @@ def walk(
             if edge.pk in goal:
                 return result
             following = nexts.of(edge.pk)
-            if not following and nexts.settled(edge.pk):
-                result.terminals.append(edge)
-                continue
-            if depth >= max_depth and following:
-                result.truncated = True
-                continue
             left = max_visited - len(result.edges)
-            # Read short, an edge is decided when the room is full and its first link is
-            # new: the walk stops there (truncated), as it would after a full read.
-            decided = left <= 0 and bool(following) and following[0].pk not in result.edges
+            # Read short, an edge is decided by its first link when the depth ends here
+            # or the room is full and that link is new: the walk stops there
+            # (truncated), as it would after a full read.
+            decided = bool(following) and (
+                depth >= max_depth or (left <= 0 and following[0].pk not in result.edges)
+            )
             if not decided and not nexts.settled(edge.pk):
                 nexts.read(level[at:], room=left)
                 following = nexts.of(edge.pk)
