@@ -382,6 +382,10 @@ FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.7, mi
 # The same lift toward the better of the two items two places away in the session
 # (added to the first; memory.retrieval.hybrid); 0 turns it off.
 FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT", 0.4, minimum=0.0)
+# Hybrid recall (session context on): the session neighbours of the first this-many
+# candidates of each list (vector, keyword) join the candidates, as far as the
+# context terms reach (memory.retrieval.hybrid); 0 turns it off.
+FEDMEM_HYBRID_NEIGHBOUR_ANCHORS = env_int("FEDMEM_HYBRID_NEIGHBOUR_ANCHORS", 1, minimum=0, maximum=50)
 # Hybrid recall: an item whose occurred_at lies inside a time the query names ("in
 # May 2023", "on 8 May") gains this much (linear fusion; x 1/(k+1) under RRF), and
 # such items join the candidates (memory.retrieval.when); 0 turns it off.

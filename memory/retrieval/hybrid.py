@@ -33,7 +33,10 @@ the caller's view is ever scored:
   The items two places away lend their lead the same way, by
   ``FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT``, added to the first (an answer often comes a
   turn later: "favourite game?" / "hmm, let me think" / "Xenoblade, every night");
-  two more probes per candidate.
+  two more probes per candidate. The items around the best candidate of each list
+  (``FEDMEM_HYBRID_NEIGHBOUR_ANCHORS``), as far as those two rings reach, join the
+  candidates: an answer that shares no word with the question and little meaning
+  ("Xenoblade, every night") is in neither list, and a lift only reaches candidates.
 * event time (hybrid): when the query names a time ("in May 2023", "on 8 May",
   "last week", :mod:`memory.retrieval.when`), the items whose ``occurred_at`` lies
   inside it join the candidates (the nearest ``FEDMEM_RETRIEVAL_CANDIDATES`` by
@@ -281,6 +284,20 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
     return signals
 
 
+def _neighbours(anchor: str, *, before: bool, offset: int = 0, limit: int = 1) -> str:
+    """The visible items (``vis``) written just before or just after ``anchor``'s row
+    in its session, nearest first: ``offset`` skips the nearest, ``limit`` caps them.
+    Two probes of the (agent, session, created_at) index. Fixed fragments only."""
+    side, order = ("<", " DESC") if before else (">", "")
+    # The anchor is a fixed alias and the bounds are integers chosen by the callers.
+    return (
+        f"SELECT n.id, n.embedding FROM vis n WHERE {anchor}.session_id <> '' "  # noqa: S608
+        f"AND n.agent_id = {anchor}.agent_id AND n.session_id = {anchor}.session_id "
+        f"AND (n.created_at, n.id) {side} ({anchor}.created_at, {anchor}.id) "
+        f"ORDER BY n.created_at{order}, n.id{order} {f'OFFSET {offset} ' if offset else ''}LIMIT {limit}"
+    )
+
+
 def stamp_recalled(ids: list[Any]) -> None:
     """Stamp ``last_recalled_at`` on these items, as the retrieval statement does on its
     hits: for a caller that returns other items than the hits it ranked from."""
@@ -454,31 +471,39 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             params.extend(nparams)
             context_join = " ".join(  # fixed fragments only
                 [
-                    "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
-                    "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
-                    "AND (n.created_at, n.id) < (m.created_at, m.id)",
-                    "ORDER BY n.created_at DESC, n.id DESC LIMIT 1) nb_prev ON true",
-                    "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
-                    "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
-                    "AND (n.created_at, n.id) > (m.created_at, m.id)",
-                    "ORDER BY n.created_at, n.id LIMIT 1) nb_next ON true",
+                    f"LEFT JOIN LATERAL ({_neighbours('m', before=True)}) nb_prev ON true",
+                    f"LEFT JOIN LATERAL ({_neighbours('m', before=False)}) nb_next ON true",
                     "LEFT JOIN kr kp ON kp.id = nb_prev.id LEFT JOIN kr kn ON kn.id = nb_next.id",
                 ]
             )
             if far_weight > 0:
-                context_join += " " + " ".join(  # noqa: S608 - fixed fragments only
+                context_join += " " + " ".join(  # fixed fragments only
                     [
-                        "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
-                        "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
-                        "AND (n.created_at, n.id) < (m.created_at, m.id)",
-                        "ORDER BY n.created_at DESC, n.id DESC OFFSET 1 LIMIT 1) nb_prev2 ON true",
-                        "LEFT JOIN LATERAL (SELECT n.id, n.embedding FROM vis n WHERE m.session_id <> ''",
-                        "AND n.agent_id = m.agent_id AND n.session_id = m.session_id",
-                        "AND (n.created_at, n.id) > (m.created_at, m.id)",
-                        "ORDER BY n.created_at, n.id OFFSET 1 LIMIT 1) nb_next2 ON true",
+                        f"LEFT JOIN LATERAL ({_neighbours('m', before=True, offset=1)}) nb_prev2 ON true",
+                        f"LEFT JOIN LATERAL ({_neighbours('m', before=False, offset=1)}) nb_next2 ON true",
                         "LEFT JOIN kr kp2 ON kp2.id = nb_prev2.id LEFT JOIN kr kn2 ON kn2.id = nb_next2.id",
                     ]
                 )
+            anchors = settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS
+            if anchors > 0:
+                # The items around the best candidate of each list join the
+                # candidates: the turn that answers often follows the one that words
+                # the question, and shares no word with it and little meaning, so
+                # neither list holds it, and a lift only reaches candidates. As many
+                # on each side as the context terms can lift (two with the far ring).
+                reach = 2 if far_weight > 0 else 1
+                fused = " ".join(  # fixed fragments; the count is a parameter
+                    [
+                        f"WITH f0 AS MATERIALIZED ({fused}) SELECT * FROM f0 UNION ALL",  # noqa: S608
+                        "SELECT DISTINCT nb.id, NULL::bigint, NULL::bigint, NULL::float8,",
+                        "0::float8, 0::float8",
+                        "FROM f0 JOIN memory_item a ON a.id = f0.fid CROSS JOIN LATERAL",
+                        f"(({_neighbours('a', before=True, limit=reach)})",
+                        f"UNION ALL ({_neighbours('a', before=False, limit=reach)})) nb",
+                        "WHERE (f0.vrank <= %s OR f0.krank <= %s) AND nb.id NOT IN (SELECT fid FROM f0)",
+                    ]
+                )
+                params.extend([anchors, anchors])
     else:
         score = "f.base"
     if vector is not None and keyword_rows is not None and weight > 0:

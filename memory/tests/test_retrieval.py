@@ -260,6 +260,66 @@ def test_a_turn_two_apart_lends_its_lead_too(access, settings):
     assert without[answer.pk].score < hit.score
 
 
+def _unworded_answer(access):
+    """A question, a pause, an answer sharing no word with the question, and a turn
+    three places away, in one session; distractors that word the question better in
+    other sessions. The question's own turn leads both candidate lists."""
+    said = [
+        "Joanna: So what is your favourite video game these days?",
+        "Nate: Hmm, let me think about that one.",
+        "Nate: Xenoblade Chronicles, no doubt, every single night.",
+        "Nate: Also Hollow Knight, when there is time left.",
+    ]
+    written = memory_remember_batch(
+        access=access, drafts=[MemoryDraft(content=c, scope="agent", session_id="s1") for c in said]
+    )
+    for n, content in enumerate(
+        [
+            "Joanna: Video games are a great escape after a long day.",
+            "Nate: My favourite snack while watching a film is popcorn.",
+            "Joanna: These days I mostly play board games with friends.",
+        ]
+    ):
+        remember(access, content, scope="agent", session_id=f"other-{n}")
+    return [r.outcome.item for r in written]
+
+
+def test_the_neighbours_of_the_best_candidates_join_the_candidates(access, settings):
+    question, pause, answer, third = _unworded_answer(access)
+    # Lists of three: the answer, worded like nothing in the query, is in neither.
+    settings.FEDMEM_RETRIEVAL_CANDIDATES = 3
+    query = "favourite video game these days"
+    settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS = 0
+    without = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
+    assert answer.pk not in without and pause.pk not in without
+    assert without[question.pk].vector_rank == 1 and without[question.pk].keyword_rank == 1
+    settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS = 1
+    hits = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
+    # Both turns after the question (as far as the context terms reach) are candidates
+    # now, in neither list, scored like any other candidate: own score and the lifts.
+    hit = hits[answer.pk]
+    assert hit.vector_rank is None and hit.keyword_rank is None
+    own = 0.6 * hit.similarity + 0.4 * hit.signals.get("lexical", 0)
+    near = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT * max(hit.signals["context"] - own, 0)
+    far = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * max(hit.signals["context_far"] - own, 0)
+    assert hit.score == pytest.approx(own + near + far, rel=1e-4)
+    assert pause.pk in hits
+    # Three places away is beyond the context terms: no lift, so not a candidate.
+    assert third.pk not in hits
+    # Every candidate of before is still ranked, by the same score.
+    for pk, before in without.items():
+        assert hits[pk].score == pytest.approx(before.score, rel=1e-6)
+
+
+def test_an_invisible_neighbour_never_joins_the_candidates(access, settings):
+    question, pause, answer, _ = _unworded_answer(access)
+    settings.FEDMEM_RETRIEVAL_CANDIDATES = 3
+    MemoryItem.objects.filter(pk=answer.pk).update(invalid_at=timezone.now() - timedelta(minutes=1))
+    query = "favourite video game these days"
+    hits = {h.item.pk for h in _recall(access, query, scopes=("agent",), top_k=10)}
+    assert question.pk in hits and pause.pk in hits and answer.pk not in hits
+
+
 def test_items_without_a_session_or_a_visible_neighbour_get_no_context(access):
     remember(access, "Nate: Right now it's Xenoblade Chronicles, I play it every night.", scope="agent")
     [hit] = _recall(access, "Xenoblade Chronicles", scopes=("agent",), top_k=1)
