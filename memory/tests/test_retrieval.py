@@ -304,7 +304,7 @@ def test_the_neighbours_of_the_best_candidates_join_the_candidates(access, setti
     far = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * max(hit.signals["context_far"] - own, 0)
     assert hit.score == pytest.approx(own + near + far, rel=1e-4)
     assert pause.pk in hits
-    # Three places away is beyond the context terms: no lift, so not a candidate.
+    # Three places away is beyond what the context terms lift: never a candidate.
     assert third.pk not in hits
     # Every candidate of before is still ranked, by the same score.
     for pk, before in without.items():
