@@ -320,6 +320,31 @@ def test_an_invisible_neighbour_never_joins_the_candidates(access, settings):
     assert question.pk in hits and pause.pk in hits and answer.pk not in hits
 
 
+def test_another_users_turn_never_joins_the_candidates(access, settings):
+    """One session, two users: the answer was said to another user (user scope),
+    so a reader of cust-1's memory neither scores it nor has it lend a lift."""
+    said = [
+        ("agent", "", "Joanna: So what is your favourite video game these days?"),
+        ("user", "cust-2", "Nate: Xenoblade Chronicles, no doubt, every single night."),
+        ("agent", "", "Nate: Also Hollow Knight, when there is time left."),
+    ]
+    written = memory_remember_batch(
+        access=access,
+        drafts=[MemoryDraft(content=c, scope=sc, user_id=u, session_id="s1") for sc, u, c in said],
+    )
+    question, answer, after = [r.outcome.item for r in written]
+    settings.FEDMEM_RETRIEVAL_CANDIDATES = 1
+    query = "favourite video game these days"
+    hits = {h.item.pk: h for h in _recall(access, query, scopes=("agent", "user"), top_k=10)}
+    assert answer.pk not in hits
+    # The visible turn after the question is its next neighbour now, and joins.
+    assert question.pk in hits and after.pk in hits
+    assert hits[after.pk].vector_rank is None and hits[after.pk].keyword_rank is None
+    # cust-2 reads the answer: for that reader it joins as the question's neighbour.
+    theirs = {h.item.pk for h in _recall(access, query, scopes=("agent", "user"), user_id="cust-2", top_k=10)}
+    assert answer.pk in theirs
+
+
 def test_items_without_a_session_or_a_visible_neighbour_get_no_context(access):
     remember(access, "Nate: Right now it's Xenoblade Chronicles, I play it every night.", scope="agent")
     [hit] = _recall(access, "Xenoblade Chronicles", scopes=("agent",), top_k=1)
