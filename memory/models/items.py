@@ -158,7 +158,12 @@ class MemoryItem(models.Model):
             models.Index(fields=["tenant", "content_hash"], name="memory_item_hash"),
             # A session's items in write order: session context in hybrid recall finds
             # each candidate's neighbours with one probe each, however long the session.
-            models.Index(fields=["agent", "session_id", "created_at"], name="memory_item_session_order"),
+            # The id breaks ties of created_at as the probes' (created_at, id) bound and
+            # order do: without it the bound was a filter, and a probe for the next item
+            # read and sorted every later item of the session.
+            models.Index(
+                fields=["agent", "session_id", "created_at", "id"], name="memory_item_session_order"
+            ),
             # The items inside a time a query names (recall's time candidates).
             models.Index(
                 fields=["tenant", "occurred_at"],

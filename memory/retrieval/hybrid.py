@@ -464,9 +464,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                 context_len += len(context_params)
                 score = f"({score} + %s * greatest(coalesce({context_far}, 0) - {own}, 0))"
                 select_params.extend([far_weight, *context_params, dense, vector, 1 - dense])
-            nsql, nparams = base.values_list(
-                "id", "embedding", "agent_id", "session_id", "created_at"
-            ).query.sql_with_params()
+            # Unordered: the model's default order (newest first) inside the CTE made
+            # every probe for a later neighbour scan its session backwards and sort.
+            nsql, nparams = (
+                base.order_by()
+                .values_list("id", "embedding", "agent_id", "session_id", "created_at")
+                .query.sql_with_params()
+            )
             ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
             params.extend(nparams)
             context_join = " ".join(  # fixed fragments only
