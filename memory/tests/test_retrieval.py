@@ -188,14 +188,19 @@ DISTRACTORS = [
 ]
 
 
-def _conversation(access, *, session="s1"):
+def _session(access, said, *, session="s1"):
+    """``said`` written in one batch, in order, to one session of the agent's memory."""
     written = memory_remember_batch(
-        access=access,
-        drafts=[MemoryDraft(content=c, scope="agent", session_id=session) for c in CONVERSATION],
+        access=access, drafts=[MemoryDraft(content=c, scope="agent", session_id=session) for c in said]
     )
+    return [r.outcome.item for r in written]
+
+
+def _conversation(access, *, session="s1"):
+    items = _session(access, CONVERSATION, session=session)
     for n, content in enumerate(DISTRACTORS):
         remember(access, content, scope="agent", session_id=f"other-{n}")
-    return [r.outcome.item for r in written]
+    return items
 
 
 def test_a_batch_keeps_its_request_order_in_created_at(access):
@@ -240,10 +245,7 @@ def test_a_turn_two_apart_lends_its_lead_too(access, settings):
         "Nate: Xenoblade Chronicles, no doubt, I play it every night.",
         "Joanna: Nice, I should try it some time.",
     ]
-    written = memory_remember_batch(
-        access=access, drafts=[MemoryDraft(content=c, scope="agent", session_id="s1") for c in said]
-    )
-    question, _, answer, _ = [r.outcome.item for r in written]
+    question, _, answer, _ = _session(access, said)
     query = "What is Joanna's favourite video game these days?"
     hits = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
     hit = hits[answer.pk]
@@ -270,9 +272,7 @@ def _unworded_answer(access):
         "Nate: Xenoblade Chronicles, no doubt, every single night.",
         "Nate: Also Hollow Knight, when there is time left.",
     ]
-    written = memory_remember_batch(
-        access=access, drafts=[MemoryDraft(content=c, scope="agent", session_id="s1") for c in said]
-    )
+    items = _session(access, said)
     for n, content in enumerate(
         [
             "Joanna: Video games are a great escape after a long day.",
@@ -281,7 +281,7 @@ def _unworded_answer(access):
         ]
     ):
         remember(access, content, scope="agent", session_id=f"other-{n}")
-    return [r.outcome.item for r in written]
+    return items
 
 
 def test_the_neighbours_of_the_best_candidates_join_the_candidates(access, settings):
