@@ -287,7 +287,7 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
 def _neighbours(anchor: str, *, before: bool, offset: int = 0, limit: int = 1) -> str:
     """The visible items (``vis``) written just before or just after ``anchor``'s row
     in its session, nearest first: ``offset`` skips the nearest, ``limit`` caps them.
-    Two probes of the (agent, session, created_at) index. Fixed fragments only."""
+    One probe of the (agent, session, created_at, id) index. Fixed fragments only."""
     side, order = ("<", " DESC") if before else (">", "")
     # The anchor is a fixed alias and the bounds are integers chosen by the callers.
     return (
