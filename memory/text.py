@@ -76,3 +76,54 @@ def check_metadata(metadata: object) -> None:
         raise ContentError("Numbers must be finite.") from exc
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise ContentError(f"At most {MAX_METADATA_BYTES} bytes of JSON.")
+
+
+# A sentence ends at terminal punctuation (closing quotes or brackets included)
+# followed by white space, or at a line break.
+# (Also the ellipsis and the ideographic and full-width stops: U+2026, U+3002, U+FF01, U+FF1F.)
+_SENTENCE_END = re.compile("[.!?\u2026\u3002\uff01\uff1f]+[\"'\u201d\u2019)\\]]*(?=\\s)|\n")
+# A period after a title or an initial ("Dr.", "U.S.") ends no sentence.
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(])(?:[A-Za-z](?:\.[A-Za-z])*|Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Mt|vs|etc|No|Inc|Ltd|Co|Corp|approx)\.$"
+)
+# Shorter pieces ("Dr.", "e.g.", "Hi!") join the sentence that follows them.
+MIN_SENTENCE_WORDS = 3
+MAX_SENTENCES = 32
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the sentences of ``text``, stripped of surrounding
+    white space; at most ``MAX_SENTENCES`` (the rest of a longer text is the last).
+
+    Punctuation-based and language-neutral: a split after an abbreviation leaves
+    a piece of a word or two, which joins the next sentence instead of standing
+    alone. One span for a text of one sentence."""
+    spans: list[tuple[int, int]] = []
+    begin = 0
+    for match in _SENTENCE_END.finditer(text):
+        if _ABBREVIATION.search(text, max(0, match.end() - 12), match.end()):
+            continue
+        spans.append((begin, match.end()))
+        begin = match.end()
+    spans.append((begin, len(text)))
+    out: list[tuple[int, int]] = []
+    carry: int | None = None
+    for start, end in spans:
+        piece = text[start:end]
+        if not piece.strip():
+            continue
+        start = carry if carry is not None else start + len(piece) - len(piece.lstrip())
+        end = end - (len(piece) - len(piece.rstrip()))
+        carry = None
+        if len(text[start:end].split()) < MIN_SENTENCE_WORDS:
+            carry = start  # too short to stand alone: it opens the next one
+            continue
+        out.append((start, end))
+    if carry is not None:
+        if out:
+            out[-1] = (out[-1][0], len(text.rstrip()))
+        else:
+            out.append((carry, len(text.rstrip())))
+    if len(out) > MAX_SENTENCES:
+        out[MAX_SENTENCES - 1 :] = [(out[MAX_SENTENCES - 1][0], out[-1][1])]
+    return out

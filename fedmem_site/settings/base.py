@@ -373,11 +373,14 @@ FEDMEM_HYBRID_KEYWORD_MATCH = env_choice("FEDMEM_HYBRID_KEYWORD_MATCH", "any", (
 # coverage; "rrf" sums reciprocal ranks.
 FEDMEM_HYBRID_FUSION = env_choice("FEDMEM_HYBRID_FUSION", "linear", ("linear", "rrf"))
 FEDMEM_HYBRID_DENSE_WEIGHT = env_float("FEDMEM_HYBRID_DENSE_WEIGHT", 0.6, minimum=0.0)
+# Full text of an item with no sign of its language (memory/retrieval/language.py).
+FEDMEM_TEXT_SEARCH_FALLBACK = env_choice("FEDMEM_TEXT_SEARCH_FALLBACK", "english", ("english", "simple"))
+# Linear fusion: an item of several sentences is scored by (1 - w) x its own cosine
+# + w x its best sentence's (memory.models.ItemSentence); 0 turns it off.
+FEDMEM_HYBRID_SENTENCE_WEIGHT = env_float("FEDMEM_HYBRID_SENTENCE_WEIGHT", 0.6, minimum=0.0, maximum=1.0)
 # Linear fusion: an item in a session is lifted by this share of the lead its better
 # session neighbour's fused score has over its own (memory.retrieval.hybrid); 0
 # turns session context off.
-# Full text of an item with no sign of its language (memory/retrieval/language.py).
-FEDMEM_TEXT_SEARCH_FALLBACK = env_choice("FEDMEM_TEXT_SEARCH_FALLBACK", "english", ("english", "simple"))
 FEDMEM_HYBRID_CONTEXT_WEIGHT = env_float("FEDMEM_HYBRID_CONTEXT_WEIGHT", 0.7, minimum=0.0)
 # The same lift toward the better of the two items two places away in the session
 # (added to the first; memory.retrieval.hybrid); 0 turns it off.

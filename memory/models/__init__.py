@@ -1,7 +1,7 @@
 from .graph import CausalEdge, ContradictionDecision, Entity, Mention, SpanLink, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
-from .items import EMBEDDING_DIMENSIONS, MemoryItem
+from .items import EMBEDDING_DIMENSIONS, ItemSentence, MemoryItem
 from .knowledge import Dataset
 from .sessions import SessionMessage
 
@@ -12,6 +12,7 @@ __all__ = [
     "Dataset",
     "Entity",
     "IdempotencyRecord",
+    "ItemSentence",
     "MemoryHistory",
     "MemoryItem",
     "Mention",

@@ -220,3 +220,34 @@ class MemoryItem(models.Model):
     @property
     def classification_name(self) -> str:
         return str(Classification(self.classification).label)
+
+
+class ItemSentence(models.Model):
+    """One sentence of an item that holds several, embedded on its own.
+
+    An item's embedding is the mean of all it says, so a turn that answers in one
+    sentence among three ("Caroline: Thanks! I went to the LGBTQ support group
+    yesterday. It was powerful.") sits between its topics; hybrid recall also
+    scores the item by its best sentence (``FEDMEM_HYBRID_SENTENCE_WEIGHT``). Rows
+    exist only for items of two or more sentences, are written with the item
+    (and rewritten when its content changes), and go with it (cascade; erasure
+    lists them from the catalog). The text is not stored twice: ``start`` and
+    ``end`` point into the item's content.
+    """
+
+    # Indexed by the unique (item, position) constraint below.
+    item = models.ForeignKey(MemoryItem, on_delete=models.CASCADE, related_name="sentences", db_index=False)
+    position = models.PositiveSmallIntegerField()
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+
+    class Meta:
+        db_table = "memory_item_sentence"
+        constraints = [
+            # Also the index recall's per-candidate lookup reads (item_id first).
+            models.UniqueConstraint(fields=["item", "position"], name="memory_item_sentence_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}#{self.position}"

@@ -278,6 +278,9 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
     if row.context is not None:
         # The better neighbour's fused score (before the context weight).
         signals["context"] = float(row.context)
+    if row.sentence is not None:
+        # The query's cosine with the item's best sentence (items of several).
+        signals["sentence"] = float(row.sentence)
     if row.context_far is not None:
         # The better of the turns two apart, the same way.
         signals["context_far"] = float(row.context_far)
@@ -426,21 +429,51 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     select_params: list[Any] = [vector] if vector is not None else []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
     context_join = ""
+    join_params: list[Any] = []
     context = "NULL::float"
     context_far = "NULL::float"
+    sentence = "NULL::float"
     context_len = 0
     if linear:
         dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
-        score = "(%s * (1 - (m.embedding <=> %s::vector)) + %s * f.kcoverage)"
-        select_params.extend([dense, vector, 1 - dense])
+        sentence_weight = settings.FEDMEM_HYBRID_SENTENCE_WEIGHT
+
+        def cosine(alias: str) -> tuple[str, list[Any]]:
+            """The query's cosine with ``alias``'s item, its best sentence weighed in."""
+            if sentence_weight <= 0:
+                return f"(1 - ({alias}.embedding <=> %s::vector))", [vector]
+            return (
+                f"((1 - %s) * (1 - ({alias}.embedding <=> %s::vector)) "
+                f"+ %s * coalesce({alias}_s.best, 1 - ({alias}.embedding <=> %s::vector)))",
+                [sentence_weight, vector, sentence_weight, vector],
+            )
+
+        def sentences(alias: str) -> str:
+            # One probe of the (item, position) index; NULL for an item of one sentence.
+            # The alias is a fixed name chosen here; the vector is a parameter.
+            return (
+                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> %s::vector)) AS best "  # noqa: S608
+                f"FROM memory_item_sentence s WHERE s.item_id = {alias}.id) {alias}_s ON true"
+            )
+
+        own_cosine, own_params = cosine("m")
+        score = f"(%s * {own_cosine} + %s * f.kcoverage)"
+        own_params = [dense, *own_params, 1 - dense]
+        select_params.extend(own_params)
+        if sentence_weight > 0:
+            sentence = "m_s.best"
+            context_join = sentences("m")
+            join_params.append(vector)
         context_weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
         if context_weight > 0:
             # The neighbours' fused scores, on the same scale as the item's own.
+            prev_cosine, prev_params = cosine("nb_prev")
+            next_cosine, next_params = cosine("nb_next")
             context = (
-                "greatest(%s * (1 - (nb_prev.embedding <=> %s::vector)) + %s * coalesce(kp.coverage, 0), "
-                "%s * (1 - (nb_next.embedding <=> %s::vector)) + %s * coalesce(kn.coverage, 0))"
+                f"greatest(%s * {prev_cosine} + %s * coalesce(kp.coverage, 0), "
+                f"%s * {next_cosine} + %s * coalesce(kn.coverage, 0))"
             )
-            context_params = [dense, vector, 1 - dense, dense, vector, 1 - dense]
+            context_params = [dense, *prev_params, 1 - dense, dense, *next_params, 1 - dense]
             # Textual order: the context column (before the score), then the score's
             # own terms, the weight and the context again.
             select_params[1:1] = context_params
@@ -450,20 +483,22 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             # favour every item that has neighbours over one that stands alone.
             own = score
             score = f"({own} + %s * greatest(coalesce({context}, 0) - {own}, 0))"
-            select_params.extend([context_weight, *context_params, dense, vector, 1 - dense])
+            select_params.extend([context_weight, *context_params, *own_params])
             far_weight = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT
             if far_weight > 0:
                 # The turns two apart, toward their lead in the same way (added, so
                 # an item between a strong turn and its answer gains from both).
+                prev_cosine, prev_params = cosine("nb_prev2")
+                next_cosine, next_params = cosine("nb_next2")
                 context_far = (
-                    "greatest(%s * (1 - (nb_prev2.embedding <=> %s::vector)) "
-                    "+ %s * coalesce(kp2.coverage, 0), "
-                    "%s * (1 - (nb_next2.embedding <=> %s::vector)) + %s * coalesce(kn2.coverage, 0))"
+                    f"greatest(%s * {prev_cosine} + %s * coalesce(kp2.coverage, 0), "
+                    f"%s * {next_cosine} + %s * coalesce(kn2.coverage, 0))"
                 )
-                select_params[1 + context_len : 1 + context_len] = context_params
-                context_len += len(context_params)
+                far_params = [dense, *prev_params, 1 - dense, dense, *next_params, 1 - dense]
+                select_params[1 + context_len : 1 + context_len] = far_params
+                context_len += len(far_params)
                 score = f"({score} + %s * greatest(coalesce({context_far}, 0) - {own}, 0))"
-                select_params.extend([far_weight, *context_params, dense, vector, 1 - dense])
+                select_params.extend([far_weight, *far_params, *own_params])
             # Unordered: the model's default order (newest first) inside the CTE made
             # every probe for a later neighbour scan its session backwards and sort.
             nsql, nparams = (
@@ -473,7 +508,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             )
             ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
             params.extend(nparams)
-            context_join = " ".join(  # fixed fragments only
+            rings = ["nb_prev", "nb_next"] + (["nb_prev2", "nb_next2"] if far_weight > 0 else [])
+            context_join += " " + " ".join(  # fixed fragments only
                 [
                     f"LEFT JOIN LATERAL ({_neighbours('m', before=True)}) nb_prev ON true",
                     f"LEFT JOIN LATERAL ({_neighbours('m', before=False)}) nb_next ON true",
@@ -488,6 +524,9 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                         "LEFT JOIN kr kp2 ON kp2.id = nb_prev2.id LEFT JOIN kr kn2 ON kn2.id = nb_next2.id",
                     ]
                 )
+            if sentence_weight > 0:
+                context_join += " " + " ".join(sentences(ring) for ring in rings)
+                join_params.extend([vector] * len(rings))
             anchors = settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS
             if anchors > 0:
                 # The items around the best candidate of each list join the
@@ -560,12 +599,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     sql = (
         f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}), "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
-        f"{context} AS context, {context_far} AS context_far, {tmatch} AS tmatch, {score} AS score "
+        f"{context} AS context, {context_far} AS context_far, {sentence} AS sentence, {tmatch} AS tmatch, "
+        f"{score} AS score "
         f"FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
         f"{where} ORDER BY {order} LIMIT %s)"
         f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
     )
-    params = [*params, *select_params, *where_params, limit]
+    params = [*params, *select_params, *join_params, *where_params, limit]
     with _stamp_commit() if rq.stamp else contextlib.nullcontext():
         rows = list(MemoryItem.objects.raw(sql, params))
     hits = [

@@ -39,7 +39,7 @@ from memory.extraction.clauses import summaries
 from memory.extraction.nlp import split_sentences
 from memory.extraction.pipeline import delete_orphan_entities, entities_of
 from memory.holds import Holds, audit_blocked
-from memory.models import IdempotencyRecord, MemoryHistory, MemoryItem, SessionMessage
+from memory.models import IdempotencyRecord, ItemSentence, MemoryHistory, MemoryItem, SessionMessage
 from memory.services.contradictions import contradictions_check, wants_check
 from memory.services.hooks import items_written
 from memory.services.write import guards
@@ -324,7 +324,7 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
     began = timezone.now()
     guards.modifiable(access, item_id, lock=False)  # 404 before the slow work
     text = checked_content(content)
-    findings, vectors, inputs = analyse([text])
+    findings, vectors, inputs, sentences = analyse([text])
     finding, vector = findings[0], vectors[0]
     clauses = summaries([text])[0]  # from the parse the detection just made
     enforcement.check_personal_data(access, personal_data=finding.personal_data, types=finding.types)
@@ -347,6 +347,12 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
                 "extraction_status", "extraction_error", "clauses", "updated_at",
             ]
         )  # fmt: skip
+        # The old text's sentences go; the new one's, if it has several, come.
+        ItemSentence.objects.filter(item=item).delete()
+        ItemSentence.objects.bulk_create(
+            ItemSentence(item=item, position=n, start=found.start, end=found.end, embedding=found.embedding)
+            for n, found in enumerate(sentences[0])
+        )
         history_row(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
         items_written([item.pk], inputs={str(item.pk): inputs[0]} if inputs[0] else None)
     return item

@@ -12,7 +12,7 @@ from governance.models import AuditEvent, ErasureFence, ErasureRequest, Job
 from governance.services.audit import subject_hash
 from governance.services.erasure import erasure_fenced, erasure_request_create, erasure_run, subject_deleters
 from governance.services.holds import legal_hold_place
-from memory.models import MemoryHistory, MemoryItem, SessionMessage
+from memory.models import ItemSentence, MemoryHistory, MemoryItem, SessionMessage
 from memory.tests.conftest import memories_url, remember
 
 SUBJECT = "cust-erase-me"
@@ -94,7 +94,12 @@ def _write_everywhere(world, as_agent, canary: str) -> list[uuid.UUID]:
     assert one.status_code == 201, one.content
     batch = client.post(
         memories_url(world.agent, "/batch"),
-        {"items": [{"content": f"Batch fact {canary}", "user_id": SUBJECT, "scope": "agent"}]},
+        # Two sentences: the item also gets a vector per sentence.
+        {
+            "items": [
+                {"content": f"Batch fact {canary}. It came up twice.", "user_id": SUBJECT, "scope": "agent"}
+            ]
+        },
         format="json",
         HTTP_IDEMPOTENCY_KEY="k-batch",
     )
@@ -102,7 +107,7 @@ def _write_everywhere(world, as_agent, canary: str) -> list[uuid.UUID]:
     item_id = one.json()["item"]["id"] if "item" in one.json() else one.json()["id"]
     patched = client.patch(
         memories_url(world.agent, f"/{item_id}"),
-        {"content": f"Account note, revised {canary}"},
+        {"content": f"Account note, revised {canary}. The refund went out on Monday."},
         format="json",
     )
     assert patched.status_code == 200, patched.content
@@ -130,6 +135,9 @@ def test_erasure_leaves_no_trace_of_the_canary_in_any_table(world, as_agent, acc
     for item_id in ids:
         extract_item(item_id)
     vectors = list(MemoryItem.objects.filter(pk__in=ids).values_list("embedding", flat=True))
+    sentences = list(ItemSentence.objects.filter(item_id__in=ids).values_list("embedding", flat=True))
+    assert len(sentences) == 4  # the batch fact's two and the revised note's two
+    vectors += sentences
     before = _catalog_hits(canary)
     assert {"memory_item.content", "memory_history.new_content", "memory_session_message.content"} <= set(
         before
@@ -140,7 +148,9 @@ def test_erasure_leaves_no_trace_of_the_canary_in_any_table(world, as_agent, acc
     assert subject_entities  # the graph really holds the subject's derived rows
 
     before_nn = _nearest_copies(vectors)
-    assert before_nn.get("memory_item.embedding", 0) >= len(vectors)  # the search can find them
+    # The search can find them: each item's own row and each sentence's.
+    assert before_nn.get("memory_item.embedding", 0) >= len(vectors) - len(sentences)
+    assert before_nn.get("memory_item_sentence.embedding", 0) >= len(sentences)
 
     request = _erase(world)
 
@@ -163,6 +173,7 @@ def test_erasure_leaves_no_trace_of_the_canary_in_any_table(world, as_agent, acc
     assert request.subject == ""
     certificate = request.certificate
     assert certificate["deleted"]["memory_item"] == 2
+    assert certificate["deleted"]["memory_item_sentence"] == 4
     assert certificate["deleted"]["memory_session_message"] == 1
     assert certificate["deleted"]["memory_idempotency"] == 2
     assert certificate["deleted"]["memory_history"] >= 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from governance.services.policies import policy_version_create
@@ -21,6 +22,12 @@ def _recall(access, query, *, mode="hybrid", top_k=5, scopes=("user",), user_id=
     return retrieve(
         access, RecallQuery(query=query, scopes=scopes, keys=keys, top_k=top_k, mode=mode, **extra)
     )
+
+
+def _cosine(hit):
+    """The cosine a hit's fused score uses: its own, its best sentence's weighed in."""
+    weight = settings.FEDMEM_HYBRID_SENTENCE_WEIGHT
+    return (1 - weight) * hit.similarity + weight * hit.signals.get("sentence", hit.similarity)
 
 
 def _contents(hits):
@@ -52,7 +59,7 @@ def test_each_mode_reports_its_own_signals(access):
     [hybrid] = _recall(access, "ERR-4471 checkout", top_k=1)
     assert hybrid.vector_rank == 1 and hybrid.keyword_rank == 1
     # Linear fusion: dense weight x cosine + (1 - dense weight) x BM25 coverage.
-    assert hybrid.score == pytest.approx(0.6 * hybrid.similarity + 0.4 * hybrid.signals["lexical"], rel=1e-4)
+    assert hybrid.score == pytest.approx(0.6 * _cosine(hybrid) + 0.4 * hybrid.signals["lexical"], rel=1e-4)
     [vector] = _recall(access, "ERR-4471 checkout", mode="vector", top_k=1)
     assert vector.score == pytest.approx(vector.similarity) and 0 < vector.score <= 1
     [keyword] = _recall(access, "ERR-4471 checkout", mode="keyword", top_k=1)
@@ -216,7 +223,7 @@ def test_a_reply_gains_the_score_of_the_turn_it_answers(access, settings):
     by_pk = {hit.item.pk: hit for hit in hits}
     hit = by_pk[reply.pk]
     # Own fused score + context weight x the lead of the better neighbour's fused score.
-    own = 0.6 * hit.similarity + 0.4 * hit.signals["lexical"]
+    own = 0.6 * _cosine(hit) + 0.4 * hit.signals["lexical"]
     weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
     assert hit.signals["context"] > own
     # Plus the lead of the turns two apart, and the bonus of the speaker the query names.
@@ -225,9 +232,9 @@ def test_a_reply_gains_the_score_of_the_turn_it_answers(access, settings):
     speaker = settings.FEDMEM_HYBRID_SPEAKER_WEIGHT
     assert hit.score == pytest.approx(own + weight * (hit.signals["context"] - own) + far + speaker, rel=1e-4)
     neighbour = by_pk[question.pk]
-    assert hit.signals["context"] >= 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"] - 1e-6
+    assert hit.signals["context"] >= 0.6 * _cosine(neighbour) + 0.4 * neighbour.signals["lexical"] - 1e-6
     # The turn that words the question has only weaker neighbours: it keeps its own score.
-    neighbour_own = 0.6 * neighbour.similarity + 0.4 * neighbour.signals["lexical"]
+    neighbour_own = 0.6 * _cosine(neighbour) + 0.4 * neighbour.signals["lexical"]
     assert neighbour.signals.get("context_far", 0) <= neighbour_own
     assert neighbour.score == pytest.approx(neighbour_own, rel=1e-4)
     with_context = _contents(hits).index(reply.content)
@@ -249,10 +256,10 @@ def test_a_turn_two_apart_lends_its_lead_too(access, settings):
     query = "What is Joanna's favourite video game these days?"
     hits = {h.item.pk: h for h in _recall(access, query, scopes=("agent",), top_k=10)}
     hit = hits[answer.pk]
-    own = 0.6 * hit.similarity + 0.4 * hit.signals.get("lexical", 0)
+    own = 0.6 * _cosine(hit) + 0.4 * hit.signals.get("lexical", 0)
     # The question is two turns before the answer: its lead lifts the answer by the far weight.
     far = hit.signals["context_far"]
-    assert far >= 0.6 * hits[question.pk].similarity + 0.4 * hits[question.pk].signals["lexical"] - 1e-6
+    assert far >= 0.6 * _cosine(hits[question.pk]) + 0.4 * hits[question.pk].signals["lexical"] - 1e-6
     near = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT * max(hit.signals["context"] - own, 0)
     lifted = own + near + settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * (far - own)
     assert hit.score == pytest.approx(lifted, rel=1e-4)
@@ -299,7 +306,7 @@ def test_the_neighbours_of_the_best_candidates_join_the_candidates(access, setti
     # now, in neither list, scored like any other candidate: own score and the lifts.
     hit = hits[answer.pk]
     assert hit.vector_rank is None and hit.keyword_rank is None
-    own = 0.6 * hit.similarity + 0.4 * hit.signals.get("lexical", 0)
+    own = 0.6 * _cosine(hit) + 0.4 * hit.signals.get("lexical", 0)
     near = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT * max(hit.signals["context"] - own, 0)
     far = settings.FEDMEM_HYBRID_CONTEXT_FAR_WEIGHT * max(hit.signals["context_far"] - own, 0)
     assert hit.score == pytest.approx(own + near + far, rel=1e-4)

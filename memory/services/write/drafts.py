@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from memory.enforcement import MemoryAccess
 from memory.models import MemoryItem
@@ -61,6 +61,14 @@ class WriteOutcome:
     contradictions: list[Any] | None = None
 
 
+class Sentence(NamedTuple):
+    """A sentence of a content: its offsets and its own embedding."""
+
+    start: int
+    end: int
+    embedding: Any
+
+
 @dataclass(frozen=True, eq=False)
 class Prepared:
     """A draft that passed every check, with its derived fields."""
@@ -83,6 +91,8 @@ class Prepared:
     metadata: dict[str, Any]
     shared_with: tuple[str, ...]
     embedding: Any
+    # One per sentence when the content has several (memory.models.ItemSentence).
+    sentences: tuple[Sentence, ...] = ()
     dataset_pk: int | None = None
     dataset: str = ""
     occurred_at: datetime | None = None

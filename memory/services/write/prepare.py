@@ -21,9 +21,10 @@ from memory.enforcement import MemoryAccess
 from memory.extraction.clauses import summaries
 from memory.extraction.handoff import write_inputs
 from memory.pii import detect_personal_data
-from memory.services.write.drafts import MAX_RETENTION_DAYS, MemoryDraft, Prepared
+from memory.retrieval.speaker import label
+from memory.services.write.drafts import MAX_RETENTION_DAYS, MemoryDraft, Prepared, Sentence
 from memory.services.write.tx import in_transaction
-from memory.text import ContentError, check_content, check_metadata, content_hash
+from memory.text import ContentError, check_content, check_metadata, content_hash, sentence_spans
 
 
 class InTransaction(AssertionError):
@@ -111,11 +112,12 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
         except ApiError as exc:
             checked.append(exc)
     texts = [c["content"] for c in checked if isinstance(c, dict)]
-    findings_list, vectors, inputs_list = analyse(texts)
+    findings_list, vectors, inputs_list, sentence_lists = analyse(texts)
     # The chain walk's reading of each text, from the parse the detection just made.
     clause_iter = iter(summaries(texts))
     findings = iter(findings_list)
     vector_iter = iter(vectors)
+    sentence_iter = iter(sentence_lists)
     inputs = iter(inputs_list)
     out: list[Prepared | ApiError] = []
     for draft, c in zip(drafts, checked, strict=True):
@@ -124,6 +126,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
             continue
         finding = next(findings)
         vector = next(vector_iter)
+        sentences = next(sentence_iter)
         extraction_inputs = next(inputs)
         clauses = next(clause_iter)
         personal = finding.personal_data or draft.personal_data
@@ -152,6 +155,7 @@ def prepare(access: MemoryAccess, drafts: list[MemoryDraft]) -> list[Prepared | 
                 metadata=draft.metadata,
                 shared_with=access.policy.shared_with if c["scope"] == Scope.SHARED_AGENTS else (),
                 embedding=vector,
+                sentences=tuple(sentences),
                 dataset_pk=draft.dataset_pk,
                 dataset=draft.dataset,
                 occurred_at=draft.occurred_at,
@@ -262,9 +266,22 @@ class DetectionBatcher:
 detection = DetectionBatcher()
 
 
-def analyse(texts: list[str]) -> tuple[list[Any], Any, list[Any]]:
-    """Personal-data findings, embeddings and extraction inputs for ``texts``: the
-    detection and the inputs (one parse) side by side with the embedding.
+def sentence_texts(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, text as embedded) of each sentence of a text of several; none for
+    a text of one. A transcript line's speaker label ("Caroline: ...") opens every
+    sentence as embedded, so each says who said it, as the whole line does."""
+    spans = sentence_spans(text)
+    if len(spans) < 2:
+        return []
+    said_by = label(text)
+    opening = f"{said_by}: " if said_by else ""
+    return [(a, b, text[a:b] if n == 0 else opening + text[a:b]) for n, (a, b) in enumerate(spans)]
+
+
+def analyse(texts: list[str]) -> tuple[list[Any], Any, list[Any], list[list[Sentence]]]:
+    """Personal-data findings, embeddings, extraction inputs and sentence vectors
+    (texts of several sentences; :class:`memory.models.ItemSentence`) for ``texts``:
+    the detection and the inputs (one parse) side by side with the embedding.
 
     spaCy (detection) runs mostly on one core while ONNX Runtime (embedding) runs
     on threads of its own and releases the GIL, so overlapping the two is what
@@ -273,8 +290,15 @@ def analyse(texts: list[str]) -> tuple[list[Any], Any, list[Any]]:
     """
     outside_transaction()
     if not texts:
-        return [], [], []
+        return [], [], [], []
     pending = detection.submit(texts)
-    vectors = embed_texts(texts)
+    # The sentences of a text of several go into the same passes as the texts.
+    spans = [sentence_texts(text) for text in texts]
+    vectors = embed_texts([*texts, *(piece for found in spans for _, _, piece in found)])
+    sentences: list[list[Sentence]] = []
+    at = len(texts)
+    for found in spans:
+        sentences.append([Sentence(a, b, vectors[at + n]) for n, (a, b, _) in enumerate(found)])
+        at += len(found)
     findings, inputs = pending.result()
-    return findings, vectors, inputs
+    return findings, vectors[: len(texts)], inputs, sentences

@@ -14,7 +14,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from memory.enforcement import MemoryAccess
-from memory.models import MemoryHistory, MemoryItem
+from memory.models import ItemSentence, MemoryHistory, MemoryItem
 from memory.services.hooks import items_written
 from memory.services.write import guards
 from memory.services.write.drafts import Prepared, WriteOutcome
@@ -159,6 +159,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
     advisory_locks(["\x1f".join(("memory-dedup", *p.dedup_keys(access))) for p in prepared])
     outcomes: list[WriteOutcome] = []
     fresh: list[MemoryItem] = []
+    sentences: list[ItemSentence] = []
     seen: dict[tuple[str, ...], MemoryItem] = _exact_duplicates(access, prepared)
     history: list[MemoryHistory] = []
     handed: dict[str, Any] = {}
@@ -210,12 +211,17 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             clauses=p.clauses,
         )
         fresh.append(item)
+        sentences.extend(
+            ItemSentence(item=item, position=n, start=found.start, end=found.end, embedding=found.embedding)
+            for n, found in enumerate(p.sentences)
+        )
         if p.extraction_inputs is not None:
             handed[str(item.pk)] = p.extraction_inputs
         seen[key] = item
         outcomes.append(WriteOutcome(item, created=True, deduplicated=False))
     if fresh:
         MemoryItem.objects.bulk_create(fresh)
+        ItemSentence.objects.bulk_create(sentences)
         history.extend(
             history_row(access, item, MemoryHistory.Event.CREATED, new=item.content) for item in fresh
         )
