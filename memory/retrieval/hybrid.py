@@ -362,9 +362,10 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         vsql, vparams = _vector_sql(base, vector, candidates)
         ctes.append(
             f"v AS MATERIALIZED ({vsql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
-            "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v)"
+            "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v), "
+            "qv AS MATERIALIZED (SELECT %s::vector AS v)"
         )
-        params.extend(vparams)
+        params.extend([*vparams, vector])
     if keyword_rows is not None:
         # The candidates the database ranked a moment ago, passed back as arrays;
         # the score shown is BM25 mapped into [0, 1) (s / (s + 1)), so min_score
@@ -425,11 +426,12 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             "SELECT id AS fid, NULL::bigint AS vrank, r AS krank, rank AS kscore, coverage AS kcoverage, "
             "rank AS base FROM kr"
         )
-    similarity = "1 - (m.embedding <=> %s::vector)" if vector is not None else "NULL::float"
-    select_params: list[Any] = [vector] if vector is not None else []
+    # The final statement reads the query's vector from one row (qv), bound once: as
+    # a parameter per use it was a 5 KB literal sent and parsed some thirty times.
+    similarity = "1 - (m.embedding <=> qv.v)" if vector is not None else "NULL::float"
+    select_params: list[Any] = []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
     context_join = ""
-    join_params: list[Any] = []
     context = "NULL::float"
     context_far = "NULL::float"
     sentence = "NULL::float"
@@ -441,18 +443,18 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         def cosine(alias: str) -> tuple[str, list[Any]]:
             """The query's cosine with ``alias``'s item, its best sentence weighed in."""
             if sentence_weight <= 0:
-                return f"(1 - ({alias}.embedding <=> %s::vector))", [vector]
+                return f"(1 - ({alias}.embedding <=> qv.v))", []
             return (
-                f"((1 - %s) * (1 - ({alias}.embedding <=> %s::vector)) "
-                f"+ %s * coalesce({alias}_s.best, 1 - ({alias}.embedding <=> %s::vector)))",
-                [sentence_weight, vector, sentence_weight, vector],
+                f"((1 - %s) * (1 - ({alias}.embedding <=> qv.v)) "
+                f"+ %s * coalesce({alias}_s.best, 1 - ({alias}.embedding <=> qv.v)))",
+                [sentence_weight, sentence_weight],
             )
 
         def sentences(alias: str) -> str:
             # One probe of the (item, position) index; NULL for an item of one sentence.
             # The alias is a fixed name chosen here; the vector is a parameter.
             return (
-                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> %s::vector)) AS best "  # noqa: S608
+                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> qv.v)) AS best "  # noqa: S608
                 f"FROM memory_item_sentence s WHERE s.item_id = {alias}.id) {alias}_s ON true"
             )
 
@@ -463,7 +465,6 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         if sentence_weight > 0:
             sentence = "m_s.best"
             context_join = sentences("m")
-            join_params.append(vector)
         context_weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
         if context_weight > 0:
             # The neighbours' fused scores, on the same scale as the item's own.
@@ -476,7 +477,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             context_params = [dense, *prev_params, 1 - dense, dense, *next_params, 1 - dense]
             # Textual order: the context column (before the score), then the score's
             # own terms, the weight and the context again.
-            select_params[1:1] = context_params
+            select_params[0:0] = context_params
             context_len = len(context_params)
             # Lifted toward a better neighbour, never by a worse one: a weaker
             # neighbour says nothing about the item, and an absolute bonus would
@@ -495,7 +496,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                     f"%s * {next_cosine} + %s * coalesce(kn2.coverage, 0))"
                 )
                 far_params = [dense, *prev_params, 1 - dense, dense, *next_params, 1 - dense]
-                select_params[1 + context_len : 1 + context_len] = far_params
+                select_params[context_len:context_len] = far_params
                 context_len += len(far_params)
                 score = f"({score} + %s * greatest(coalesce({context_far}, 0) - {own}, 0))"
                 select_params.extend([far_weight, *far_params, *own_params])
@@ -526,7 +527,6 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                 )
             if sentence_weight > 0:
                 context_join += " " + " ".join(sentences(ring) for ring in rings)
-                join_params.extend([vector] * len(rings))
             anchors = settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS
             if anchors > 0:
                 # The items around the best candidate of each list join the
@@ -566,8 +566,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         score += f" + %s * ({tmatch})::int"
         select_params.extend([time_weight if linear else time_weight / (k + 1), *tparams])
         # The match column comes after similarity and context in the statement's text.
-        head = 1 + context_len
-        select_params[head:head] = tparams
+        select_params[context_len:context_len] = tparams
     speaker_weight = settings.FEDMEM_HYBRID_SPEAKER_WEIGHT
     names = (
         named_labels(rq.query)
@@ -583,8 +582,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     if rq.min_score is not None:
         # min_score is a floor on cosine similarity (vector, hybrid) or on the text rank (keyword).
         if vector is not None:
-            where = "WHERE 1 - (m.embedding <=> %s::vector) >= %s"
-            where_params = [vector, rq.min_score]
+            where = "WHERE 1 - (m.embedding <=> qv.v) >= %s"
+            where_params = [rq.min_score]
         else:
             where = "WHERE f.kscore >= %s"
             where_params = [rq.min_score]
@@ -592,6 +591,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     # Django; every value (vector, tsquery, ids, weights) is a bound parameter.
     # Ties (common under rank fusion) go to the better vector rank, then the newer item.
     order = "score DESC, vrank NULLS LAST, created_at DESC, id"
+    query_row = "CROSS JOIN qv " if vector is not None else ""
     # f is materialized: inlined, its FULL JOIN key (coalesce of two ids) hides the
     # primary key from the planner, which then scanned every item of the tenant and
     # rebuilt the fused candidates once per item (at 10k items 180 ms of a 200 ms
@@ -601,11 +601,11 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{context} AS context, {context_far} AS context_far, {sentence} AS sentence, {tmatch} AS tmatch, "
         f"{score} AS score "
-        f"FROM f JOIN memory_item m ON m.id = f.fid {context_join} "
+        f"FROM f JOIN memory_item m ON m.id = f.fid {query_row}{context_join} "
         f"{where} ORDER BY {order} LIMIT %s)"
         f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
     )
-    params = [*params, *select_params, *join_params, *where_params, limit]
+    params = [*params, *select_params, *where_params, limit]
     with _stamp_commit() if rq.stamp else contextlib.nullcontext():
         rows = list(MemoryItem.objects.raw(sql, params))
     hits = [
