@@ -155,7 +155,13 @@ def load(tenant: Any, agent: Any, facts: list[Any]) -> dict[str, float]:
     from memory.extraction.pipeline import span_terms
     from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
     from memory.retrieval.language import detect
+    from memory.text import sentence_spans
 
+    # Every bench fact is one sentence, so, as through the write path, no item has
+    # sentence vectors (memory.models.ItemSentence); a generator that wrote longer
+    # facts would need them loaded too.
+    if any(len(sentence_spans(f.text)) > 1 for f in facts):
+        raise ValueError("the loader writes no sentence vectors: every fact must be one sentence")
     began = time.perf_counter()
     item_vectors, item_seconds, hit = embed_cached([f.text for f in facts], "items")
     span_wordings = sorted({s.wording for f in facts for s in (f.cause, f.effect)})

@@ -1,5 +1,6 @@
 """Backfill of graph extraction: enqueue the existing ``memory.extract_items`` task
-for items written before extraction existed, left pending, or failed.
+for items written before extraction existed, left pending, or failed. Backfill of
+sentence vectors for items written before them.
 
 Safe to repeat: the task is idempotent (a run replaces an item's derived rows),
 and each batch is published through the outbox only after its status reset commits.
@@ -11,11 +12,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
-from memory.models import MemoryItem
+from memory.embeddings import embed_texts
+from memory.models import ItemSentence, MemoryItem
+from memory.services.write.prepare import sentence_texts
 
 SELECTIONS = ("pending", "failed", "all")
 
@@ -95,3 +98,47 @@ def extraction_sweep(*, stale_after: timedelta, batch: int = 100, limit: int = 5
             MemoryItem.objects.filter(pk__in=chunk).update(extraction_requeued_at=now)
             enqueue_on_commit("memory.extract_items", chunk, only_pending=True)
     return len(ids)
+
+
+def sentence_backfill(*, agent_id: Any = None, tenant_id: Any = None, batch: int = 256) -> tuple[int, int]:
+    """Sentence vectors (:class:`memory.models.ItemSentence`) for the items of several
+    sentences written before recall read them; returns (items, sentences) written.
+
+    Safe to repeat and to run beside writes: an item that has its rows is skipped,
+    each batch is embedded outside any transaction, and its rows are stored only
+    for items still holding the content that was embedded (an update meanwhile
+    writes its own). The vectors are derived from the content, like the item's
+    own embedding, and nothing of the item changes: held items get them too."""
+    items = MemoryItem.objects.filter(~Exists(ItemSentence.objects.filter(item_id=OuterRef("pk"))))
+    if agent_id is not None:
+        items = items.filter(agent_id=agent_id)
+    if tenant_id is not None:
+        items = items.filter(tenant_id=tenant_id)
+    rows = items.order_by("pk").values_list("pk", "content", "content_hash")
+    written = sentences = 0
+    last = None
+    while True:
+        page = list((rows.filter(pk__gt=last) if last is not None else rows)[:batch])
+        if not page:
+            return written, sentences
+        last = page[-1][0]
+        work = [(pk, digest, found) for pk, content, digest in page if (found := sentence_texts(content))]
+        if not work:
+            continue
+        vectors = iter(embed_texts([piece for _, _, found in work for _, _, piece in found]))
+        made = {
+            pk: [ItemSentence(item_id=pk, position=n, start=a, end=b, embedding=next(vectors))
+                 for n, (a, b, _) in enumerate(found)]
+            for pk, _, found in work
+        }  # fmt: skip
+        with transaction.atomic():
+            unchanged = set(
+                MemoryItem.objects.select_for_update()
+                .filter(pk__in=[pk for pk, digest, _ in work], content_hash__in=[d for _, d, _ in work])
+                .filter(~Exists(ItemSentence.objects.filter(item_id=OuterRef("pk"))))
+                .values_list("pk", "content_hash")
+            )
+            keep = [pk for pk, digest, _ in work if (pk, digest) in unchanged]
+            ItemSentence.objects.bulk_create([row for pk in keep for row in made[pk]])
+        written += len(keep)
+        sentences += sum(len(made[pk]) for pk in keep)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import numpy as np
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from memory.embeddings import embed_query, embed_texts
 from memory.enforcement import Keys
 from memory.models import ItemSentence, MemoryItem
 from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.services import backfill
+from memory.services.backfill import sentence_backfill
 from memory.services.items import MemoryDraft, memory_remember_batch, memory_update
 from memory.services.write.prepare import sentence_texts
 from memory.tests.conftest import remember
@@ -183,3 +189,38 @@ def test_sentences_go_with_their_item(access):
     assert ItemSentence.objects.filter(item=item).count() == 2
     MemoryItem.objects.filter(pk=item.pk).delete()
     assert not ItemSentence.objects.filter(item_id=item.pk).exists()
+
+
+def test_the_backfill_writes_what_a_write_would_have_once(access, world):
+    content = "The pump failed at noon. The line stopped for a day. Orders shipped late."
+    item = remember(access, content, scope="agent").item
+    written = [(r.position, r.start, r.end, r.embedding) for r in _stored(item)]
+    ItemSentence.objects.filter(item=item).delete()  # as if written before sentence vectors
+    remember(access, "A single sentence needs no rows.", scope="agent")
+    out = StringIO()
+    call_command("fedmem_sentences", tenant=world.tenant.slug, stdout=out)
+    assert out.getvalue().strip() == "Wrote 3 sentence vector(s) for 1 item(s)."
+    again = [(r.position, r.start, r.end, r.embedding) for r in _stored(item)]
+    assert [row[:3] for row in again] == [row[:3] for row in written]
+    assert all(_close(a[3], b[3]) for a, b in zip(again, written, strict=True))
+    # Items that have their rows are skipped: a second run writes nothing.
+    assert sentence_backfill() == (0, 0)
+    with pytest.raises(CommandError):
+        call_command("fedmem_sentences", tenant="no-such-tenant")
+    with pytest.raises(CommandError):
+        call_command("fedmem_sentences", agent="not-an-id")
+
+
+def test_the_backfill_leaves_an_item_whose_content_changed_to_its_update(access, monkeypatch):
+    item = remember(access, "The pump failed at noon. The line stopped for a day.", scope="agent").item
+    ItemSentence.objects.filter(item=item).delete()
+    real = backfill.embed_texts
+
+    def update_meanwhile(texts):
+        # The item is updated while the backfill embeds its old text.
+        MemoryItem.objects.filter(pk=item.pk).update(content="Changed.", content_hash="changed")
+        return real(texts)
+
+    monkeypatch.setattr(backfill, "embed_texts", update_meanwhile)
+    assert sentence_backfill() == (0, 0)
+    assert not ItemSentence.objects.filter(item=item).exists()

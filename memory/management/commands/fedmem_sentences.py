@@ -1,0 +1,41 @@
+"""``manage.py fedmem_sentences``: sentence vectors for items written before them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from governance.models import Agent, Tenant
+from governance.selectors import as_uuid
+from memory.services.backfill import sentence_backfill
+
+
+class Command(BaseCommand):
+    help = (
+        "Embed each sentence of the items of several sentences that have no sentence vectors yet "
+        "(written before hybrid recall read them). Safe to repeat and to run beside writes."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--agent", help="only this agent's items (agent id)")
+        parser.add_argument("--tenant", help="only this tenant's items (tenant slug)")
+        parser.add_argument("--batch", type=int, default=256, help="items per embedding batch (default 256)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        agent_id = tenant_id = None
+        if options["agent"]:
+            pk = as_uuid(options["agent"])
+            agent = Agent.objects.filter(pk=pk).first() if pk else None
+            if agent is None:
+                raise CommandError(f"no agent with id {options['agent']!r}")
+            agent_id = agent.pk
+        if options["tenant"]:
+            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            if tenant is None:
+                raise CommandError(f"no tenant with slug {options['tenant']!r}")
+            tenant_id = tenant.pk
+        if not 1 <= options["batch"] <= 5000:
+            raise CommandError("--batch must be between 1 and 5000")
+        items, sentences = sentence_backfill(agent_id=agent_id, tenant_id=tenant_id, batch=options["batch"])
+        self.stdout.write(f"Wrote {sentences} sentence vector(s) for {items} item(s).")
