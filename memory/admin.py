@@ -14,6 +14,7 @@ from memory.models import (
     Dataset,
     Entity,
     IdempotencyRecord,
+    ItemSentence,
     MemoryHistory,
     MemoryItem,
     Mention,
@@ -45,6 +46,13 @@ class MemoryItemAdmin(ContentHiddenAdmin):
         "created_at",
     ]
     list_filter = ["scope", "kind", "classification", "personal_data", "legal_hold", "tenant"]
+
+
+@admin.register(ItemSentence)
+class ItemSentenceAdmin(ContentHiddenAdmin):
+    # A sentence's vector is derived from what was said, like the item's own.
+    hidden_fields = ("embedding",)
+    list_display = ["item_id", "position", "start", "end"]
 
 
 @admin.register(MemoryHistory)

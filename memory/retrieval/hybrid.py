@@ -18,6 +18,11 @@ the caller's view is ever scored:
   cosine + the rest x BM25 coverage) or by reciprocal rank fusion (``1/(k + rank)``
   summed, k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
+* best sentence (linear fusion): the cosine of an item of several sentences is
+  (1 - ``FEDMEM_HYBRID_SENTENCE_WEIGHT``) x its own + the weight x its best
+  sentence's (``memory_item_sentence``, written with the item): an item's vector
+  is the mean of all it says, and a turn that answers in one sentence of three
+  sits between its topics. The neighbours in the context terms are scored alike.
 * session context (linear fusion): an item written in a session is lifted by
   ``FEDMEM_HYBRID_CONTEXT_WEIGHT`` x the lead the better of its two neighbours in
   that session (the visible items written just before and just after it) has over
@@ -451,11 +456,16 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             )
 
         def sentences(alias: str) -> str:
-            # One probe of the (item, position) index; NULL for an item of one sentence.
-            # The alias is a fixed name chosen here; the vector is a parameter.
+            # A candidate's best sentence is read once, in ``sb``; a neighbour that is
+            # no candidate costs one probe of the (item, position) index. NULL for an
+            # item of one sentence. The aliases are fixed names chosen here.
+            if alias == "m":
+                return "LEFT JOIN sb m_s ON m_s.id = m.id"
             return (
-                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> qv.v)) AS best "  # noqa: S608
-                f"FROM memory_item_sentence s WHERE s.item_id = {alias}.id) {alias}_s ON true"
+                f"LEFT JOIN sb {alias}_c ON {alias}_c.id = {alias}.id "  # noqa: S608
+                f"LEFT JOIN LATERAL (SELECT CASE WHEN {alias}_c.id IS NOT NULL THEN {alias}_c.best ELSE "
+                "(SELECT max(1 - (s.embedding <=> qv.v)) FROM memory_item_sentence s "
+                f"WHERE s.item_id = {alias}.id) END AS best) {alias}_s ON true"
             )
 
         own_cosine, own_params = cosine("m")
@@ -596,8 +606,15 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     # primary key from the planner, which then scanned every item of the tenant and
     # rebuilt the fused candidates once per item (at 10k items 180 ms of a 200 ms
     # recall; materialized, the statement takes ~3 ms).
+    # The best sentence of every candidate, once (each is also some candidates' neighbour).
+    best_sentences = (
+        ", sb AS MATERIALIZED (SELECT f.fid AS id, (SELECT max(1 - (s.embedding <=> qv.v)) "
+        "FROM memory_item_sentence s WHERE s.item_id = f.fid) AS best FROM f CROSS JOIN qv)"
+        if sentence != "NULL::float"
+        else ""
+    )
     sql = (
-        f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}), "  # noqa: S608
+        f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}){best_sentences}, "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{context} AS context, {context_far} AS context_far, {sentence} AS sentence, {tmatch} AS tmatch, "
         f"{score} AS score "
