@@ -456,16 +456,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             )
 
         def sentences(alias: str) -> str:
-            # A candidate's best sentence is read once, in ``sb``; a neighbour that is
-            # no candidate costs one probe of the (item, position) index. NULL for an
-            # item of one sentence. The aliases are fixed names chosen here.
-            if alias == "m":
-                return "LEFT JOIN sb m_s ON m_s.id = m.id"
+            # One probe of the (item, position) index; NULL for an item of one sentence.
+            # The alias is a fixed name chosen here. A candidate that is also another's
+            # neighbour is probed again: reading every candidate's best once in a CTE
+            # and joining it was slower (p50 26.1 -> 28.5 ms on LoCoMo, in process).
             return (
-                f"LEFT JOIN sb {alias}_c ON {alias}_c.id = {alias}.id "  # noqa: S608
-                f"LEFT JOIN LATERAL (SELECT CASE WHEN {alias}_c.id IS NOT NULL THEN {alias}_c.best ELSE "
-                "(SELECT max(1 - (s.embedding <=> qv.v)) FROM memory_item_sentence s "
-                f"WHERE s.item_id = {alias}.id) END AS best) {alias}_s ON true"
+                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> qv.v)) AS best "  # noqa: S608
+                f"FROM memory_item_sentence s WHERE s.item_id = {alias}.id) {alias}_s ON true"
             )
 
         own_cosine, own_params = cosine("m")
@@ -606,15 +603,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     # primary key from the planner, which then scanned every item of the tenant and
     # rebuilt the fused candidates once per item (at 10k items 180 ms of a 200 ms
     # recall; materialized, the statement takes ~3 ms).
-    # The best sentence of every candidate, once (each is also some candidates' neighbour).
-    best_sentences = (
-        ", sb AS MATERIALIZED (SELECT f.fid AS id, (SELECT max(1 - (s.embedding <=> qv.v)) "
-        "FROM memory_item_sentence s WHERE s.item_id = f.fid) AS best FROM f CROSS JOIN qv)"
-        if sentence != "NULL::float"
-        else ""
-    )
     sql = (
-        f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}){best_sentences}, "  # noqa: S608
+        f"WITH {', '.join(ctes)}, f AS MATERIALIZED ({fused}), "  # noqa: S608
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{context} AS context, {context_far} AS context_far, {sentence} AS sentence, {tmatch} AS tmatch, "
         f"{score} AS score "
