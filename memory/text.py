@@ -95,9 +95,13 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) offsets of the sentences of ``text``, stripped of surrounding
     white space; at most ``MAX_SENTENCES`` (the rest of a longer text is the last).
 
-    Punctuation-based and language-neutral: a split after an abbreviation leaves
-    a piece of a word or two, which joins the next sentence instead of standing
-    alone. One span for a text of one sentence."""
+    Punctuation-based, the same rule for every language that puts a space after
+    a sentence (a text in a script written without one stays whole): a split after
+    an abbreviation the list misses leaves a piece of a word or two, which joins
+    the next sentence instead of standing alone. One span for a text of one
+    sentence. Not the parser's sentences (``memory.extraction.nlp.split_sentences``):
+    a write embeds its sentences while spaCy parses it, on another thread, and
+    waiting for the parse would put the two back in a row."""
     spans: list[tuple[int, int]] = []
     begin = 0
     for match in _SENTENCE_END.finditer(text):
