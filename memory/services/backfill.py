@@ -8,6 +8,7 @@ and each batch is published through the outbox only after its status reset commi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -100,7 +101,13 @@ def extraction_sweep(*, stale_after: timedelta, batch: int = 100, limit: int = 5
     return len(ids)
 
 
-def sentence_backfill(*, agent_id: Any = None, tenant_id: Any = None, batch: int = 256) -> tuple[int, int]:
+def sentence_backfill(
+    *,
+    agent_id: Any = None,
+    tenant_id: Any = None,
+    batch: int = 256,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> tuple[int, int]:
     """Sentence vectors (:class:`memory.models.ItemSentence`) for the items of several
     sentences written before recall read them; returns (items, sentences) written.
 
@@ -108,22 +115,26 @@ def sentence_backfill(*, agent_id: Any = None, tenant_id: Any = None, batch: int
     each batch is embedded outside any transaction, and its rows are stored only
     for items still holding the content that was embedded (an update meanwhile
     writes its own). The vectors are derived from the content, like the item's
-    own embedding, and nothing of the item changes: held items get them too."""
+    own embedding, and nothing of the item changes: held items get them too.
+    ``progress`` hears (items read, items written, sentences written) after each batch."""
     items = MemoryItem.objects.filter(~Exists(ItemSentence.objects.filter(item_id=OuterRef("pk"))))
     if agent_id is not None:
         items = items.filter(agent_id=agent_id)
     if tenant_id is not None:
         items = items.filter(tenant_id=tenant_id)
     rows = items.order_by("pk").values_list("pk", "content", "content_hash")
-    written = sentences = 0
+    read = written = sentences = 0
     last = None
     while True:
         page = list((rows.filter(pk__gt=last) if last is not None else rows)[:batch])
         if not page:
             return written, sentences
         last = page[-1][0]
+        read += len(page)
         work = [(pk, digest, found) for pk, content, digest in page if (found := sentence_texts(content))]
         if not work:
+            if progress is not None:
+                progress(read, written, sentences)
             continue
         vectors = iter(embed_texts([piece for _, _, found in work for _, _, piece in found]))
         made = {
@@ -142,3 +153,5 @@ def sentence_backfill(*, agent_id: Any = None, tenant_id: Any = None, batch: int
             ItemSentence.objects.bulk_create([row for pk in keep for row in made[pk]])
         written += len(keep)
         sentences += sum(len(made[pk]) for pk in keep)
+        if progress is not None:
+            progress(read, written, sentences)

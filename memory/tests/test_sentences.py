@@ -199,7 +199,11 @@ def test_the_backfill_writes_what_a_write_would_have_once(access, world):
     remember(access, "A single sentence needs no rows.", scope="agent")
     out = StringIO()
     call_command("fedmem_sentences", tenant=world.tenant.slug, stdout=out)
-    assert out.getvalue().strip() == "Wrote 3 sentence vector(s) for 1 item(s)."
+    # Progress after each batch (two items read: the one-sentence item needs nothing), then the total.
+    assert out.getvalue().splitlines() == [
+        "  2 item(s) read, 3 sentence vector(s) for 1 written",
+        "Wrote 3 sentence vector(s) for 1 item(s).",
+    ]
     again = [(r.position, r.start, r.end, r.embedding) for r in _stored(item)]
     assert [row[:3] for row in again] == [row[:3] for row in written]
     assert all(_close(a[3], b[3]) for a, b in zip(again, written, strict=True))

@@ -37,5 +37,11 @@ class Command(BaseCommand):
             tenant_id = tenant.pk
         if not 1 <= options["batch"] <= 5000:
             raise CommandError("--batch must be between 1 and 5000")
-        items, sentences = sentence_backfill(agent_id=agent_id, tenant_id=tenant_id, batch=options["batch"])
+
+        def progress(read: int, written: int, sentences: int) -> None:
+            self.stdout.write(f"  {read} item(s) read, {sentences} sentence vector(s) for {written} written")
+
+        items, sentences = sentence_backfill(
+            agent_id=agent_id, tenant_id=tenant_id, batch=options["batch"], progress=progress
+        )
         self.stdout.write(f"Wrote {sentences} sentence vector(s) for {items} item(s).")
