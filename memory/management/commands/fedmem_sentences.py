@@ -6,8 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from governance.models import Agent, Tenant
-from governance.selectors import as_uuid
+from memory.management.selection import add_selection_arguments, selection
 from memory.services.backfill import sentence_backfill
 
 
@@ -18,23 +17,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--agent", help="only this agent's items (agent id)")
-        parser.add_argument("--tenant", help="only this tenant's items (tenant slug)")
+        add_selection_arguments(parser)
         parser.add_argument("--batch", type=int, default=256, help="items per embedding batch (default 256)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        agent_id = tenant_id = None
-        if options["agent"]:
-            pk = as_uuid(options["agent"])
-            agent = Agent.objects.filter(pk=pk).first() if pk else None
-            if agent is None:
-                raise CommandError(f"no agent with id {options['agent']!r}")
-            agent_id = agent.pk
-        if options["tenant"]:
-            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
-            if tenant is None:
-                raise CommandError(f"no tenant with slug {options['tenant']!r}")
-            tenant_id = tenant.pk
+        agent_id, tenant_id = selection(options)
         if not 1 <= options["batch"] <= 5000:
             raise CommandError("--batch must be between 1 and 5000")
 
