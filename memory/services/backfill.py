@@ -19,7 +19,9 @@ from django.utils import timezone
 from core.tasks import enqueue_on_commit
 from memory.embeddings import embed_texts
 from memory.models import ItemSentence, MemoryItem
+from memory.services.write.drafts import Sentence
 from memory.services.write.prepare import sentence_texts
+from memory.services.write.store import sentence_rows
 
 SELECTIONS = ("pending", "failed", "all")
 
@@ -137,11 +139,9 @@ def sentence_backfill(
                 progress(read, written, sentences)
             continue
         vectors = iter(embed_texts([piece for _, _, found in work for _, _, piece in found]))
-        made = {
-            pk: [ItemSentence(item_id=pk, position=n, start=a, end=b, embedding=next(vectors))
-                 for n, (a, b, _) in enumerate(found)]
-            for pk, _, found in work
-        }  # fmt: skip
+        made = {}
+        for pk, _, found in work:
+            made[pk] = sentence_rows(pk, [Sentence(a, b, next(vectors)) for a, b, _ in found])
         with transaction.atomic():
             unchanged = set(
                 MemoryItem.objects.select_for_update()

@@ -47,7 +47,7 @@ from memory.services.write.drafts import MAX_BATCH, MAX_RETENTION_DAYS, MemoryDr
 from memory.services.write.guards import MemoryHeld
 from memory.services.write.history import history_row, history_rows_sql
 from memory.services.write.prepare import analyse, checked_content, prepare, validate_draft
-from memory.services.write.store import advisory_lock, store
+from memory.services.write.store import advisory_lock, sentence_rows, store
 from memory.text import content_hash
 
 __all__ = [
@@ -349,10 +349,7 @@ def memory_update(*, access: MemoryAccess, item_id: Any, content: str) -> Memory
         )  # fmt: skip
         # The old text's sentences go; the new one's, if it has several, come.
         ItemSentence.objects.filter(item=item).delete()
-        ItemSentence.objects.bulk_create(
-            ItemSentence(item=item, position=n, start=found.start, end=found.end, embedding=found.embedding)
-            for n, found in enumerate(sentences[0])
-        )
+        ItemSentence.objects.bulk_create(sentence_rows(item.pk, sentences[0]))
         history_row(access, item, MemoryHistory.Event.UPDATED, old=old, new=text).save()
         items_written([item.pk], inputs={str(item.pk): inputs[0]} if inputs[0] else None)
     return item

@@ -4,6 +4,7 @@ advisory locks, so the same content under the same scope keys yields one item.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from memory.enforcement import MemoryAccess
 from memory.models import ItemSentence, MemoryHistory, MemoryItem
 from memory.services.hooks import items_written
 from memory.services.write import guards
-from memory.services.write.drafts import Prepared, WriteOutcome
+from memory.services.write.drafts import Prepared, Sentence, WriteOutcome
 from memory.services.write.history import history_row, jsonable
 from memory.services.write.tx import in_transaction
 
@@ -150,6 +151,14 @@ def _merge_duplicate(
     return existing
 
 
+def sentence_rows(item_id: Any, sentences: Iterable[Sentence]) -> list[ItemSentence]:
+    """The stored rows of an item's sentences, in order."""
+    return [
+        ItemSentence(item_id=item_id, position=n, start=found.start, end=found.end, embedding=found.embedding)
+        for n, found in enumerate(sentences)
+    ]
+
+
 def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[WriteOutcome]:
     """Insert or deduplicate each prepared write; must run inside a transaction."""
     if not in_transaction():
@@ -211,10 +220,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
             clauses=p.clauses,
         )
         fresh.append(item)
-        sentences.extend(
-            ItemSentence(item=item, position=n, start=found.start, end=found.end, embedding=found.embedding)
-            for n, found in enumerate(p.sentences)
-        )
+        sentences.extend(sentence_rows(item.pk, p.sentences))
         if p.extraction_inputs is not None:
             handed[str(item.pk)] = p.extraction_inputs
         seen[key] = item
