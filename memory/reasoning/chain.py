@@ -35,13 +35,18 @@ half: language-blind), or E's edge naming a cause span C states; the English par
 counts only between English facts; two facts on one theme that do not progress are
 siblings and no step; the reverse reading may not score higher at all unless E names
 its own cause span; two facts sharing most of their word stems (``RESTATEMENT``)
-restate one matter and are no step; and hubs are counted among the items of the
+restate one matter and are no step; in English, C is no cause of E when E opens on a
+quantity C shares gone the other way ("increased its marketing budget" / "Lower
+marketing spend ...") or when C names with "the" what E brings in with "a" (C comes
+after E); after an asserted link the next step needs the score an implicit link of 1
+would ask for (``FALL_OFF``), not none; and hubs are counted among the items of the
 lexeme's language (``Pool(per_language=True)``). The ranking keeps the lenient walk.
 Everything here reads rows; nothing is written.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
@@ -266,6 +271,54 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
     return base
 
 
+_INCREASE = re.compile(
+    r"^(?:increas\w*|rais\w*|ris(?:e|es|ing|en)|rose|grow\w*|grew|higher|larger|bigger|greater|more|"
+    r"expand\w*|boost\w*|doubl\w*|tripl\w*|jump\w*|surg\w*|spik\w*)$"
+)
+_DECREASE = re.compile(
+    r"^(?:reduc\w*|decreas\w*|cut|cuts|cutting|lower\w*|fewer|less|drop\w*|fall|falls|falling|fell|"
+    r"fallen|declin\w*|shr[iau]nk\w*|smaller|halv\w*|slash\w*)$"
+)
+_INDEFINITE = re.compile(r"\b(?:a|an)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.IGNORECASE)
+_DEFINITE = re.compile(r"\bthe\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.IGNORECASE)
+
+
+def _polarity(words: list[str]) -> int:
+    up = any(_INCREASE.match(w) for w in words)
+    down = any(_DECREASE.match(w) for w in words)
+    return int(up) - int(down)
+
+
+def _opposed(cause: Profile, effect: Profile) -> bool:
+    """C says a quantity went one way and E opens on that quantity gone the other way:
+    "The company increased its marketing budget." cannot be why "Lower marketing spend
+    led to fewer new customers." (the word of change is followed within two words by a
+    word C says; "Higher demand after the price change" does not open on the price).
+    English words."""
+    mine = _polarity([w.lower() for w in _WORD.findall(cause.text)])
+    if not mine:
+        return False
+    words = [w.lower() for w in _WORD.findall(effect.text)]
+    opening = words[: (len(words) + 1) // 2]
+    for i, word in enumerate(opening):
+        theirs = _polarity([word])
+        if theirs and theirs != mine and stems(opening[i + 1 : i + 3]) & cause.words:
+            return True
+    return False
+
+
+def _presupposes(cause: Profile, effect: Profile) -> bool:
+    """C names with "the" what E introduces with "a": "The GPU cluster also raised the
+    electricity bill." refers to the cluster "The data center deployed a new GPU
+    cluster." brings in, so it comes after it and is no cause of it. English words."""
+    introduced = stems(w for m in _INDEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
+    if not introduced:
+        return False
+    known = stems(w for m in _DEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
+    referred = stems(w for m in _DEFINITE.finditer(cause.text) for w in _WORD.findall(m.group(1)))
+    return bool((introduced - known) & referred)
+
+
 def cause_score(
     cause: Profile,
     effect: Profile,
@@ -278,6 +331,13 @@ def cause_score(
     if (cause.pk, effect.pk) in asserted:
         return asserted[(cause.pk, effect.pk)][0]
     if strict and _restates(cause, effect):
+        return 0.0
+    if (
+        strict
+        and cause.english
+        and effect.english
+        and (_opposed(cause, effect) or _presupposes(cause, effect))
+    ):
         return 0.0
     forward = _implicit(cause, effect, strict)
     if forward < FLOOR or (effect.pk, cause.pk) in asserted:
@@ -292,6 +352,19 @@ def cause_score(
     elif reverse > forward + REVERSE_MARGIN:
         return 0.0
     return forward
+
+
+def _bar(last: float, strict: bool) -> float:
+    """The least score the next step back may have, after a link of score ``last``.
+    In the ranking an asserted link (score above 1) sets no bar for the implicit one
+    before it. In the chain an answer states, it sets the bar an implicit link of
+    score 1 would: a stored span link says nothing of what caused its cause, and a
+    bar of zero let a walk run on from the true root through any fact above FLOOR
+    ("The support agent also updated the software patch." before "The firmware update
+    increased the device's power usage.")."""
+    if strict:
+        return FALL_OFF * min(last, 1.0)
+    return FALL_OFF * last if last <= 1.0 else 0.0
 
 
 def walk_back(
@@ -321,8 +394,7 @@ def walk_back(
             score = cause_score(profiles[pk], profiles[at], asserted, joined, strict)
             if score > best_score:
                 best, best_score = pk, score
-        # An asserted link (score above 1) sets no bar for the implicit one before it.
-        if best is None or (len(path) > 1 and best_score < FALL_OFF * path[-1][1] <= FALL_OFF):
+        if best is None or (len(path) > 1 and best_score < _bar(path[-1][1], strict)):
             break
         path.append((best, best_score))
         seen.add(best)

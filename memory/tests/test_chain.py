@@ -1,21 +1,24 @@
 """The backward chain walk an answer states (memory/reasoning/chain.py, strict rules):
-thematic progression by word position, siblings, direction, hubs per language."""
+thematic progression by word position, siblings, direction, opposite changes, given
+before new, the bar after an asserted link, hubs per language."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from memory.extraction.clauses import WORD, stems
 from memory.models import MemoryItem
-from memory.reasoning.chain import FLOOR, LINK_BONUS, Pool, Profile, cause_score
+from memory.reasoning.chain import FALL_OFF, FLOOR, LINK_BONUS, Pool, Profile, cause_score, walk_back
 from memory.tests.graph_helpers import fact
 
 
 def profile(pk: str, vector: list[float], *, theme: set[str], rheme: set[str], english: bool = False,
-            cause_vector: list[float] | None = None) -> Profile:  # fmt: skip
-    words = frozenset(theme | rheme)
+            cause_vector: list[float] | None = None, text: str | None = None) -> Profile:  # fmt: skip
+    # Stems as the pool reads them from the text (memory.extraction.clauses.stems).
+    words = stems(WORD.findall(text)) if text else frozenset(theme | rheme)
     return Profile(
-        pk=pk, text=pk, vector=np.asarray(vector, dtype=np.float32),
+        pk=pk, text=text or pk, vector=np.asarray(vector, dtype=np.float32),
         cause_vector=None if cause_vector is None else np.asarray(cause_vector, dtype=np.float32),
         changes=False, subject="", predicate=words, cause_side=frozenset(), words=words, session=None,
         english=english, theme=frozenset(theme), rheme=frozenset(rheme),
@@ -94,3 +97,115 @@ def test_hubs_are_counted_among_the_items_of_their_language(access):
     per_language = Pool(access.tenant_id, ids, per_language=True)
     assert any("liefer" in terms for terms in tenant_wide.terms.values())
     assert not any("liefer" in terms for terms in per_language.terms.values())
+
+
+def test_a_change_the_other_way_is_no_cause():
+    # "The company increased its marketing budget." cannot be why "Lower marketing spend
+    # led to fewer new customer acquisitions."; "... reduced its marketing budget" can.
+    effect = profile(
+        "fewer",
+        B,
+        theme={"lower", "market", "spend"},
+        rheme={"fewer", "custom", "acqui"},
+        english=True,
+        text="Lower marketing spend led to fewer new customer acquisitions.",
+    )
+    increased = profile(
+        "increased",
+        A,
+        theme={"compa", "incre"},
+        rheme={"market", "budge"},
+        english=True,
+        text="The company increased its marketing budget.",
+    )
+    reduced = profile(
+        "reduced",
+        A,
+        theme={"compa", "reduc"},
+        rheme={"market", "budge"},
+        english=True,
+        text="The company reduced its marketing budget by 20%.",
+    )
+    assert cause_score(increased, effect, {}, set()) >= FLOOR  # the ranking walk takes it
+    assert cause_score(increased, effect, {}, set(), strict=True) == 0.0
+    assert cause_score(reduced, effect, {}, set(), strict=True) >= FLOOR
+    # The words are English: in another language the rule does not read them.
+    foreign = [Profile(**{**p.__dict__, "english": False}) for p in (increased, effect)]
+    assert cause_score(*foreign, {}, set(), strict=True) >= FLOOR
+    # Another quantity going the other way is no contradiction: cheaper prices, more demand.
+    cut = profile(
+        "cut", A, theme={"store", "cut"}, rheme={"price"}, english=True, text="The store cut its prices."
+    )
+    demand = profile(
+        "demand",
+        B,
+        theme={"higher", "deman"},
+        rheme={"price", "queue"},
+        english=True,
+        text="Higher demand after the price change lengthened the queues.",
+    )
+    assert cause_score(cut, demand, {}, set(), strict=True) >= FLOOR  # fmt: skip
+
+
+def test_what_names_with_the_what_the_effect_brings_in_with_a_comes_after_it():
+    deployed = profile(
+        "deployed",
+        A,
+        theme={"data", "cente", "deplo"},
+        rheme={"gpu", "clust"},
+        english=True,
+        text="The data center deployed a new GPU cluster.",
+    )
+    bill = profile(
+        "bill",
+        B,
+        theme={"gpu", "clust"},
+        rheme={"data", "cente", "elect", "bill"},
+        english=True,
+        text="The GPU cluster also raised the data center's electricity bill.",
+    )
+    assert cause_score(bill, deployed, {}, set()) >= FLOOR  # the ranking walk takes it
+    assert cause_score(bill, deployed, {}, set(), strict=True) == 0.0
+    # The other way round the rule has nothing against it.
+    assert cause_score(deployed, bill, {}, set(), strict=True) >= FLOOR
+    # Brought in with "a" and named with "the" in the effect too: it was known already.
+    known = Profile(
+        **{**deployed.__dict__, "text": "The data center deployed a new GPU cluster beside the GPU cluster."}
+    )
+    assert cause_score(bill, known, {}, set(), strict=True) >= FLOOR  # fmt: skip
+
+
+class _Pool:
+    """What walk_back reads of a pool: ids, specific terms and profiles."""
+
+    def __init__(self, profiles: list[Profile]) -> None:
+        self.ids = [p.pk for p in profiles]
+        self.terms = {p.pk: p.words for p in profiles}
+        self._profiles = {p.pk: p for p in profiles}
+
+    def profiles(self, pks: list[str]) -> dict[str, Profile]:
+        return {pk: self._profiles[pk] for pk in pks}
+
+
+def test_after_an_asserted_link_the_stated_chain_needs_a_strong_cause():
+    # anchor <- root by a stored span link (score 1.3); a weak implicit cause (cosine 0.7,
+    # no link bonus, under FALL_OFF) before the root: the ranking walk takes it, the
+    # stated chain stops at the root.
+    anchor = profile("anchor", [0.0, 1.0], theme={"runtim"}, rheme={"short"})
+    root = profile("root", [1.0, 0.0], theme={"firmw"}, rheme={"power"})
+    weak = profile("weak", [0.7, 0.71414], theme={"suppo"}, rheme={"power"})
+    pool = _Pool([anchor, root, weak])
+    asserted = {("root", "anchor"): (1.3, None)}
+    assert FLOOR <= cause_score(weak, root, asserted, set()) < FALL_OFF
+    assert [pk for pk, _ in walk_back("anchor", pool, asserted, set())] == ["weak", "root", "anchor"]  # type: ignore[arg-type]
+    assert [pk for pk, _ in walk_back("anchor", pool, asserted, set(), strict=True)] == ["root", "anchor"]  # type: ignore[arg-type]
+    # A strong one (cosine 0.9) is still taken.
+    strong = Profile(
+        **{**weak.__dict__, "pk": "strong", "vector": np.asarray([0.9, 0.43589], dtype=np.float32)}
+    )
+    pool = _Pool([anchor, root, strong])
+    assert [pk for pk, _ in walk_back("anchor", pool, asserted, set(), strict=True)] == [
+        "strong",
+        "root",
+        "anchor",
+    ]  # type: ignore[arg-type]
