@@ -310,13 +310,18 @@ def _opposed(cause: Profile, effect: Profile) -> bool:
 def _presupposes(cause: Profile, effect: Profile) -> bool:
     """C names with "the" what E introduces with "a": "The GPU cluster also raised the
     electricity bill." refers to the cluster "The data center deployed a new GPU
-    cluster." brings in, so it comes after it and is no cause of it. English words."""
-    introduced = stems(w for m in _INDEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
+    cluster." brings in, so it comes after it and is no cause of it. English words, and
+    at least two of the phrase's stems (or its only one) must meet."""
+    known = stems(w for m in _DEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
+    introduced = (
+        stems(w for m in _INDEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1))) - known
+    )
     if not introduced:
         return False
-    known = stems(w for m in _DEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
     referred = stems(w for m in _DEFINITE.finditer(cause.text) for w in _WORD.findall(m.group(1)))
-    return bool((introduced - known) & referred)
+    # Two words of the phrase (or its only one): "the power grid" does not refer to "a
+    # power outage".
+    return len(introduced & referred) >= min(2, len(introduced))
 
 
 def cause_score(

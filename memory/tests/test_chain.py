@@ -9,7 +9,16 @@ import pytest
 
 from memory.extraction.clauses import WORD, stems
 from memory.models import MemoryItem
-from memory.reasoning.chain import FALL_OFF, FLOOR, LINK_BONUS, Pool, Profile, cause_score, walk_back
+from memory.reasoning.chain import (
+    FALL_OFF,
+    FLOOR,
+    LINK_BONUS,
+    Pool,
+    Profile,
+    _presupposes,
+    cause_score,
+    walk_back,
+)
 from memory.tests.graph_helpers import fact
 
 
@@ -168,6 +177,24 @@ def test_what_names_with_the_what_the_effect_brings_in_with_a_comes_after_it():
     assert cause_score(bill, deployed, {}, set(), strict=True) == 0.0
     # The other way round the rule has nothing against it.
     assert cause_score(deployed, bill, {}, set(), strict=True) >= FLOOR
+    # One word of a longer phrase is no reference to it: "the power grid" / "a power outage".
+    grid = profile(
+        "grid",
+        B,
+        theme={"power", "grid"},
+        rheme={"faile"},
+        english=True,
+        text="The power grid failed at noon.",
+    )
+    outage = profile(
+        "outage",
+        A,
+        theme={"storm"},
+        rheme={"power", "outag"},
+        english=True,
+        text="The storm caused a power outage.",
+    )
+    assert not _presupposes(grid, outage) and _presupposes(bill, deployed)
     # Brought in with "a" and named with "the" in the effect too: it was known already.
     known = Profile(
         **{**deployed.__dict__, "text": "The data center deployed a new GPU cluster beside the GPU cluster."}
