@@ -279,8 +279,9 @@ _DECREASE = re.compile(
     r"^(?:reduc\w*|decreas\w*|cut|cuts|cutting|lower\w*|fewer|less|drop\w*|fall|falls|falling|fell|"
     r"fallen|declin\w*|shr[iau]nk\w*|smaller|halv\w*|slash\w*)$"
 )
-_INDEFINITE = re.compile(r"\b(?:a|an)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.IGNORECASE)
-_DEFINITE = re.compile(r"\bthe\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.IGNORECASE)
+# "a" / "an", capitalised only where the text begins: "Company A failed" is a name.
+_INDEFINITE = re.compile(r"(?:\b(?:a|an)|^(?:A|An))\s+((?:[\w-]+\s+){0,2}[\w-]+)")
+_DEFINITE = re.compile(r"\b(?:the|The)\s+((?:[\w-]+\s+){0,2}[\w-]+)")
 
 
 def _polarity(words: list[str]) -> int:

@@ -195,6 +195,26 @@ def test_what_names_with_the_what_the_effect_brings_in_with_a_comes_after_it():
         text="The storm caused a power outage.",
     )
     assert not _presupposes(grid, outage) and _presupposes(bill, deployed)
+    # A capital "A" inside a sentence is a name, not an article.
+    company = profile(
+        "company",
+        A,
+        theme={"compa"},
+        rheme={"faile", "deliv"},
+        english=True,
+        text="Company A failed to deliver the goods.",
+    )
+    lawsuit = profile(
+        "lawsuit",
+        B,
+        theme={"compa"},
+        rheme={"lawsu"},
+        english=True,
+        text="The failed delivery led Company B to file a lawsuit.",
+    )
+    assert not _presupposes(lawsuit, company)
+    opening = Profile(**{**company.__dict__, "text": "A failed delivery hit Company A."})
+    assert _presupposes(lawsuit, opening)
     # Brought in with "a" and named with "the" in the effect too: it was known already.
     known = Profile(
         **{**deployed.__dict__, "text": "The data center deployed a new GPU cluster beside the GPU cluster."}
