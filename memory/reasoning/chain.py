@@ -91,6 +91,7 @@ class Profile:
     english: bool = True  # the parser's language: its subject and predicate mean something
     theme: frozenset[str] = frozenset()  # specific lexemes of the first half of the sentence
     rheme: frozenset[str] = frozenset()  # ... and of the rest
+    reading: Reading | None = None  # what the English rules read of its words (None: read on use)
 
 
 class Pool:
@@ -154,7 +155,7 @@ class Pool:
                 changes=bool(summary["changes"]), subject=summary["subject"],
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
                 session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
-                theme=self.halves[pk][0], rheme=self.halves[pk][1],
+                theme=self.halves[pk][0], rheme=self.halves[pk][1], reading=read_words(text),
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
 
@@ -290,39 +291,52 @@ def _polarity(words: list[str]) -> int:
     return int(up) - int(down)
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What the English rules read of a fact's words, once per fact."""
+
+    polarity: int  # +1 it says something went up, -1 down, 0 neither or both
+    # In the sentence's first half: each word of change, with the stems of the two words after it.
+    turns: tuple[tuple[int, frozenset[str]], ...]
+    introduced: frozenset[
+        str
+    ]  # stems of the phrases it brings in with "a" / "an" and does not name with "the"
+    referred: frozenset[str]  # stems of the phrases it names with "the"
+
+
+def read_words(text: str) -> Reading:
+    words = [w.lower() for w in _WORD.findall(text)]
+    opening = words[: (len(words) + 1) // 2]
+    turns = tuple(
+        (turn, stems(opening[i + 1 : i + 3])) for i, word in enumerate(opening) if (turn := _polarity([word]))
+    )
+    referred = stems(w for m in _DEFINITE.finditer(text) for w in _WORD.findall(m.group(1)))
+    introduced = stems(w for m in _INDEFINITE.finditer(text) for w in _WORD.findall(m.group(1))) - referred
+    return Reading(_polarity(words), turns, introduced, referred)
+
+
+def _reading(profile: Profile) -> Reading:
+    return profile.reading if profile.reading is not None else read_words(profile.text)
+
+
 def _opposed(cause: Profile, effect: Profile) -> bool:
     """C says a quantity went one way and E opens on that quantity gone the other way:
     "The company increased its marketing budget." cannot be why "Lower marketing spend
     led to fewer new customers." (the word of change is followed within two words by a
     word C says; "Higher demand after the price change" does not open on the price).
     English words."""
-    mine = _polarity([w.lower() for w in _WORD.findall(cause.text)])
-    if not mine:
-        return False
-    words = [w.lower() for w in _WORD.findall(effect.text)]
-    opening = words[: (len(words) + 1) // 2]
-    for i, word in enumerate(opening):
-        theirs = _polarity([word])
-        if theirs and theirs != mine and stems(opening[i + 1 : i + 3]) & cause.words:
-            return True
-    return False
+    mine = _reading(cause).polarity
+    return bool(mine) and any(turn != mine and after & cause.words for turn, after in _reading(effect).turns)
 
 
 def _presupposes(cause: Profile, effect: Profile) -> bool:
     """C names with "the" what E introduces with "a": "The GPU cluster also raised the
     electricity bill." refers to the cluster "The data center deployed a new GPU
     cluster." brings in, so it comes after it and is no cause of it. English words, and
-    at least two of the phrase's stems (or its only one) must meet."""
-    known = stems(w for m in _DEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1)))
-    introduced = (
-        stems(w for m in _INDEFINITE.finditer(effect.text) for w in _WORD.findall(m.group(1))) - known
-    )
-    if not introduced:
-        return False
-    referred = stems(w for m in _DEFINITE.finditer(cause.text) for w in _WORD.findall(m.group(1)))
-    # Two words of the phrase (or its only one): "the power grid" does not refer to "a
-    # power outage".
-    return len(introduced & referred) >= min(2, len(introduced))
+    at least two of the phrase's stems (or its only one) must meet: "the power grid"
+    does not refer to "a power outage"."""
+    introduced = _reading(effect).introduced
+    return bool(introduced) and len(introduced & _reading(cause).referred) >= min(2, len(introduced))
 
 
 def cause_score(
