@@ -285,6 +285,9 @@ _INDEFINITE = re.compile(r"(?:\b(?:a|an)|^(?:A|An))\s+((?:[\w-]+\s+){0,2}[\w-]+)
 _DEFINITE = re.compile(r"\b(?:the|The)\s+((?:[\w-]+\s+){0,2}[\w-]+)")
 
 
+_NEGATION = frozenset({"not", "no", "never", "nor", "without", "t"})  # "t": the word after "didn'"
+
+
 def _polarity(words: list[str]) -> int:
     up = any(_INCREASE.match(w) for w in words)
     down = any(_DECREASE.match(w) for w in words)
@@ -312,7 +315,9 @@ def read_words(text: str) -> Reading:
     )
     referred = stems(w for m in _DEFINITE.finditer(text) for w in _WORD.findall(m.group(1)))
     introduced = stems(w for m in _INDEFINITE.finditer(text) for w in _WORD.findall(m.group(1))) - referred
-    return Reading(_polarity(words), turns, introduced, referred)
+    # "did not raise" says no change at all, not one the other way.
+    polarity = 0 if _NEGATION & set(words) else _polarity(words)
+    return Reading(polarity, turns, introduced, referred)
 
 
 def _reading(profile: Profile) -> Reading:

@@ -142,6 +142,16 @@ def test_a_change_the_other_way_is_no_cause():
     assert cause_score(increased, effect, {}, set()) >= FLOOR  # the ranking walk takes it
     assert cause_score(increased, effect, {}, set(), strict=True) == 0.0
     assert cause_score(reduced, effect, {}, set(), strict=True) >= FLOOR
+    # A change denied is none: "did not increase" is no change the other way.
+    denied = profile(
+        "denied",
+        A,
+        theme={"compa", "incre"},
+        rheme={"market", "budge"},
+        english=True,
+        text="The company did not increase its marketing budget.",
+    )
+    assert cause_score(denied, effect, {}, set(), strict=True) >= FLOOR  # fmt: skip
     # The words are English: in another language the rule does not read them.
     foreign = [Profile(**{**p.__dict__, "english": False}) for p in (increased, effect)]
     assert cause_score(*foreign, {}, set(), strict=True) >= FLOOR
