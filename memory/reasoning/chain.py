@@ -46,6 +46,7 @@ Everything here reads rows; nothing is written.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Container
 from dataclasses import dataclass
@@ -91,7 +92,6 @@ class Profile:
     english: bool = True  # the parser's language: its subject and predicate mean something
     theme: frozenset[str] = frozenset()  # specific lexemes of the first half of the sentence
     rheme: frozenset[str] = frozenset()  # ... and of the rest
-    reading: Reading | None = None  # what the English rules read of its words (None: read on use)
 
 
 class Pool:
@@ -155,7 +155,7 @@ class Pool:
                 changes=bool(summary["changes"]), subject=summary["subject"],
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
                 session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
-                theme=self.halves[pk][0], rheme=self.halves[pk][1], reading=read_words(text),
+                theme=self.halves[pk][0], rheme=self.halves[pk][1],
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
 
@@ -296,17 +296,19 @@ def _polarity(words: list[str]) -> int:
 
 @dataclass(frozen=True)
 class Reading:
-    """What the English rules read of a fact's words, once per fact."""
+    """What the English rules read of a fact's words."""
 
     polarity: int  # +1 it says something went up, -1 down, 0 neither or both
     # In the sentence's first half: each word of change, with the stems of the two words after it.
     turns: tuple[tuple[int, frozenset[str]], ...]
-    introduced: frozenset[
-        str
-    ]  # stems of the phrases it brings in with "a" / "an" and does not name with "the"
+    # Stems of the phrases it brings in with "a" / "an" and does not name with "the".
+    introduced: frozenset[str]
     referred: frozenset[str]  # stems of the phrases it names with "the"
 
 
+# Only the answer's walk reads these, and it weighs each fact against many: read once
+# per text, not per pair, and not for the ranking's walk, which never asks.
+@functools.lru_cache(maxsize=4096)
 def read_words(text: str) -> Reading:
     words = [w.lower() for w in _WORD.findall(text)]
     opening = words[: (len(words) + 1) // 2]
@@ -320,18 +322,16 @@ def read_words(text: str) -> Reading:
     return Reading(polarity, turns, introduced, referred)
 
 
-def _reading(profile: Profile) -> Reading:
-    return profile.reading if profile.reading is not None else read_words(profile.text)
-
-
 def _opposed(cause: Profile, effect: Profile) -> bool:
     """C says a quantity went one way and E opens on that quantity gone the other way:
     "The company increased its marketing budget." cannot be why "Lower marketing spend
     led to fewer new customers." (the word of change is followed within two words by a
     word C says; "Higher demand after the price change" does not open on the price).
     English words."""
-    mine = _reading(cause).polarity
-    return bool(mine) and any(turn != mine and after & cause.words for turn, after in _reading(effect).turns)
+    mine = read_words(cause.text).polarity
+    return bool(mine) and any(
+        turn != mine and after & cause.words for turn, after in read_words(effect.text).turns
+    )
 
 
 def _presupposes(cause: Profile, effect: Profile) -> bool:
@@ -340,8 +340,8 @@ def _presupposes(cause: Profile, effect: Profile) -> bool:
     cluster." brings in, so it comes after it and is no cause of it. English words, and
     at least two of the phrase's stems (or its only one) must meet: "the power grid"
     does not refer to "a power outage"."""
-    introduced = _reading(effect).introduced
-    return bool(introduced) and len(introduced & _reading(cause).referred) >= min(2, len(introduced))
+    introduced = read_words(effect.text).introduced
+    return bool(introduced) and len(introduced & read_words(cause.text).referred) >= min(2, len(introduced))
 
 
 def cause_score(
