@@ -379,7 +379,7 @@ def _around_items(reader: Reader, seeds: list[MemoryItem], out: Elements, at: da
     # Causal: one item's effect is another's cause (span linking, as trace does).
     # The span links stored at extraction, read for all the seeds' edges at once.
     linked: list[tuple[Any, Any, bool]] = []
-    seed_edges = {e.pk: e for e in view.edge_rows(view.edges().filter(item_id__in=seed_ids).order_by("id"))}
+    seed_edges = {e.pk: e for e in view.edges_of(seed_ids)}
     for direction, forward in ((graph.EFFECTS, True), (graph.CAUSES, False)):
         for source, other, _score in view.links(list(seed_edges), direction, per_edge=6):
             if other.pk != source:

@@ -15,7 +15,9 @@ the whole frontier, whatever its width.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -23,6 +25,7 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from core.errors import MemoryNotFound
+from core.statements import compiled
 from governance.selectors import as_uuid
 from memory.embeddings import embed_texts
 from memory.enforcement import MemoryAccess
@@ -53,9 +56,6 @@ class View:
 
     access: MemoryAccess
     q: Q
-    # Statements compiled for this view, by what they are for: a visibility condition
-    # costs the ORM a few ms to compile, and a walk runs one links statement per depth.
-    compiled: dict[Any, tuple[str, list[Any]]] = field(default_factory=dict, compare=False, repr=False)
 
     def items(self) -> Any:
         return MemoryItem.objects.filter(self.q)
@@ -65,6 +65,23 @@ class View:
 
     def edge_rows(self, qs: Any) -> list[Edge]:
         return [Edge(*row) for row in qs.values_list(*LIGHT)]
+
+    def statement(self, purpose: tuple[Any, ...]) -> tuple[str, list[Any]]:
+        """The statement of :data:`STATEMENTS` for ``purpose`` over this view, compiled
+        once per shape of the visibility condition (:mod:`core.statements`); its
+        markers (:data:`SENTINEL`, :data:`IDS`) left for the caller to bind."""
+        condition, build = STATEMENTS[purpose]
+        return compiled(purpose, condition(self), build, markers=(SENTINEL, IDS))
+
+    def edges_of(self, item_ids: list[Any]) -> list[Edge]:
+        """The visible edges the items of ``item_ids`` assert, by id."""
+        if not item_ids:
+            return []
+        sql, params = self.statement(("edges of items",))
+        bound = [[as_uuid(i) or i for i in item_ids] if p is IDS else p for p in params]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, bound)
+            return [Edge(*row) for row in cursor.fetchall()]
 
     def links(
         self,
@@ -80,56 +97,114 @@ class View:
         limits = per_edge if isinstance(per_edge, list) else [per_edge] * len(edge_ids)
         if not edge_ids or max(limits, default=0) <= 0:
             return []
-        key = ("links", direction)
-        if key not in self.compiled:
-            near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
-            # The per-edge query, written by the ORM (visibility joined on the far edge's
-            # item), then run once per frontier edge as a LATERAL subquery: with the
-            # (edge, -score) index each reads its best links in order and stops at its
-            # row's limit, so a hub edge costs no more than any other. The edges left
-            # out and the limits are parameters, so one compiled statement serves every
-            # depth of a walk.
-            column = f'"{SpanLink._meta.db_table}"."{far}_id"'
-            # Fixed fragments only; the edges left out are a bound parameter.
-            left_out = RawSQL(  # noqa: S611
-                f"NOT ({column} = ANY(%s::bigint[]))", [EXCLUDED], output_field=BooleanField()
-            )
-            inner = (
-                SpanLink.objects.filter(prefixed(self.q, f"{far}__item__"), tenant_id=self.access.tenant_id)
-                .filter(**{f"{near}_id": SENTINEL})
-                .filter(left_out)
-                .order_by("-score", f"{far}_id")
-                .values_list(
-                    "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
-                )[:PER_ROW]
-            )
-            self.compiled[key] = lateral_statement(inner, per_row_limit=True)
-        sql, params = self.compiled[key]
-        bound = [sorted(exclude) if p is EXCLUDED else p for p in params]
+        sql, params = lateral_statement(*self.statement(("links", direction)), per_row_limit=True)
+        bound = [sorted(exclude) if p is IDS else p for p in params]
         rows = run_lateral(sql, bound, edge_ids, limits)
         out = [(src, Edge(*edge), score) for src, score, *edge in rows]
         out.sort(key=lambda r: (r[0], -r[2], r[1].pk))
         return out
+
+    def mentions(
+        self, entity_ids: list[int], *, limit: int, exclude: Sequence[Any] = (), names: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """(entity, visible item[, entity name]) for the first ``limit`` items by id
+        mentioning each entity of ``entity_ids``, items of ``exclude`` left out: one
+        LATERAL statement for all the entities."""
+        if not entity_ids:
+            return []
+        sql, params = lateral_statement(*self.statement(("mentions", names)), per_row_limit=True)
+        bound = [[as_uuid(i) or i for i in exclude] if p is IDS else p for p in params]
+        return run_lateral(sql, bound, sorted(entity_ids), [limit] * len(entity_ids))
+
+
+def _edges_statement(cond: Q) -> Any:
+    return (
+        CausalEdge.objects.filter(cond)
+        .filter(_in_array(f'"{CausalEdge._meta.db_table}"."item_id"', "uuid"))
+        .order_by("id")
+        .values_list(*LIGHT)
+    )
+
+
+def _links_statement(direction: str, cond: Q) -> Any:
+    # The per-edge query, written by the ORM (visibility joined on the far edge's
+    # item), then run once per frontier edge as a LATERAL subquery: with the (edge,
+    # -score) index each reads its best links in order and stops at its row's limit,
+    # so a hub edge costs no more than any other. The edges left out and the limits
+    # are parameters, so one compiled statement serves every depth of every walk whose
+    # visibility has the same shape.
+    near, far = ("source", "target") if direction == EFFECTS else ("target", "source")
+    return (
+        SpanLink.objects.filter(cond)
+        .filter(**{f"{near}_id": SENTINEL})
+        .filter(_in_array(f'"{SpanLink._meta.db_table}"."{far}_id"', "bigint", negated=True))
+        .order_by("-score", f"{far}_id")
+        .values_list(
+            "score", f"{far}_id", f"{far}__item_id", f"{far}__cause", f"{far}__effect", f"{far}__cue"
+        )[:PER_ROW]
+    )
+
+
+def _mentions_statement(names: bool, cond: Q) -> Any:
+    columns = ("item_id", "entity__name") if names else ("item_id",)
+    return (
+        Mention.objects.filter(cond)
+        .filter(entity_id=SENTINEL)
+        .filter(_in_array(f'"{Mention._meta.db_table}"."item_id"', "uuid", negated=True))
+        .order_by("item_id")
+        .values_list(*columns)[:PER_ROW]
+    )
+
+
+def _far_q(view: View, direction: str) -> Q:
+    far = "target" if direction == EFFECTS else "source"
+    return prefixed(view.q, f"{far}__item__") & Q(tenant_id=view.access.tenant_id)
+
+
+# Every statement a view compiles once per shape of its visibility: purpose -> (the
+# condition it is compiled on, the statement over that condition).
+STATEMENTS: dict[tuple[Any, ...], tuple[Callable[[View], Q], Callable[[Q], Any]]] = {
+    ("edges of items",): (
+        lambda view: prefixed(view.q, "item__") & Q(tenant_id=view.access.tenant_id),
+        _edges_statement,
+    ),
+    **{("links", d): (partial(_far_q, direction=d), partial(_links_statement, d)) for d in (EFFECTS, CAUSES)},
+    # No tenant condition on the mention itself: the entity ids are the tenant's and
+    # the item's visibility includes the tenant; without it the planner reads the
+    # (entity, item) index in order and stops at the limit.
+    **{
+        ("mentions", names): (lambda view: prefixed(view.q, "item__"), partial(_mentions_statement, names))
+        for names in (False, True)
+    },
+}
+
+
+def _in_array(column: str, cast: str, *, negated: bool = False) -> RawSQL:
+    """``column`` among the elements of an array parameter (:data:`IDS` until bound).
+    ``column`` and ``cast`` are fixed names chosen by the callers."""
+    condition = f"{column} = ANY(%s::{cast}[])"
+    return RawSQL(  # noqa: S611 - fixed fragments; the array is a bound parameter
+        f"NOT ({condition})" if negated else condition, [IDS], output_field=BooleanField()
+    )
 
 
 # Stands for the frontier row in a per-row query (never an id).
 SENTINEL = -7_000_000_000_001
 
 
-# Stands for the edges a links statement leaves out, until a walk binds them.
-EXCLUDED = object()
+# Stands for an array of ids in a compiled statement, until a caller binds it.
+IDS = object()
 
 
 # Stands for the per-row limit of a per-row query (never a real limit).
 PER_ROW = 987_654_321
 
 
-def lateral_statement(inner: Any, *, per_row_limit: bool = False) -> tuple[str, list[Any]]:
-    """``inner`` (an ORM queryset filtered on ``SENTINEL``) as a statement that runs it
-    once per id of an array parameter, its first, as a LATERAL subquery.
-    ``per_row_limit``: ``inner`` is sliced ``[:PER_ROW]``, and each id's limit is the
-    matching element of a second array parameter."""
-    sql, params = inner.query.sql_with_params()
+def lateral_statement(sql: str, params: list[Any], *, per_row_limit: bool = False) -> tuple[str, list[Any]]:
+    """A compiled query filtered on ``SENTINEL`` as a statement that runs it once per
+    id of an array parameter, its first, as a LATERAL subquery. ``per_row_limit``:
+    the query is sliced ``[:PER_ROW]``, and each id's limit is the matching element
+    of a second array parameter."""
     params = list(params)
     at = params.index(SENTINEL)
     parts = sql.split("%s")
@@ -156,12 +231,6 @@ def run_lateral(
         arrays = [list(ids)] if limits is None else [list(ids), list(limits)]
         cursor.execute(sql, [*arrays, *params])
         return cursor.fetchall()
-
-
-def lateral_walk(inner: Any, ids: list[Any]) -> list[tuple[Any, ...]]:
-    """Run ``inner`` (an ORM queryset filtered on ``SENTINEL``) once per id of
-    ``ids`` as a LATERAL subquery: (id, *inner row) rows, in one round trip."""
-    return run_lateral(*lateral_statement(inner), ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +305,7 @@ def _origin_edges(view: View, direction: str, item_id: Any, content: str | None,
         # The item's edges carry its visibility; an item with none must still be one
         # the caller may read (else 404, as for an item that does not exist).
         pk = as_uuid(item_id)
-        edges = view.edge_rows(view.edges().filter(item_id=pk).order_by("id")) if pk else []
+        edges = view.edges_of([pk]) if pk else []
         if not edges and not (pk and view.items().filter(pk=pk).exists()):
             raise MemoryNotFound("Memory not found.")
         return edges
@@ -407,7 +476,7 @@ def what_if(
     """Hypothetically remove one fact: which reached spans lose every causal path from
     ``origin`` (collapsed) and which another path still supports (survived). Reads only."""
     item = visible_item(view, item_id)
-    pruned_edges = view.edge_rows(view.edges().filter(item_id=item.pk).order_by("id"))
+    pruned_edges = view.edges_of([item.pk])
     pruned = frozenset(e.pk for e in pruned_edges)
     start = _origin_edges(view, direction, None, origin, max_visited)
     full = walk(view, start, direction=direction, max_depth=max_depth, max_visited=max_visited)
@@ -470,7 +539,7 @@ BRIDGES_PER_ENTITY = 20
 
 def _causal_step(found: dict[Any, Found], view: View, frontier: list[Any], room: int, hop: int) -> list[Any]:
     """Items whose edges continue (either way) an edge a frontier item asserts."""
-    edges = view.edge_rows(view.edges().filter(item_id__in=frontier).order_by("id"))
+    edges = view.edges_of(frontier)
     out_links: dict[int, list[Edge]] = defaultdict(list)
     in_links: dict[int, list[Edge]] = defaultdict(list)
     per_edge = min(FANOUT, room)
@@ -520,16 +589,7 @@ def _entity_step(
         sources.setdefault(entity_id, item_id)
     if not sources:
         return []
-    inner = (
-        # No tenant condition on the mention itself: the entity ids are the tenant's
-        # and the item's visibility includes the tenant; without it the planner reads
-        # the (entity, item) index in order and stops at the limit.
-        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=SENTINEL)
-        .exclude(item_id__in=frontier)
-        .order_by("item_id")
-        .values_list("item_id", "entity__name")[:BRIDGES_PER_ENTITY]
-    )
-    rows = lateral_walk(inner, sorted(sources))
+    rows = view.mentions(sorted(sources), limit=BRIDGES_PER_ENTITY, exclude=frontier, names=True)
     nxt: list[Any] = []
     for entity_id, item_id, name in sorted(rows, key=lambda r: (r[0], str(r[1]))):
         if item_id in found or room <= 0:

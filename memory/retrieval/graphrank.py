@@ -169,16 +169,8 @@ def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
 
 def _entity_neighbours(view: Any, entity_ids: list[int], exclude: set[Any]) -> list[tuple[int, Any]]:
     """(entity, visible item) for up to BRIDGES_PER_ENTITY items per entity."""
-    from memory.reasoning.graph import SENTINEL, lateral_walk, prefixed
-
-    if not entity_ids:
-        return []
-    inner = (
-        Mention.objects.filter(prefixed(view.q, "item__"), entity_id=SENTINEL)
-        .order_by("item_id")
-        .values_list("item_id")[: BRIDGES_PER_ENTITY + 1]
-    )
-    return [(e, item) for e, item in lateral_walk(inner, sorted(entity_ids)) if item not in exclude]
+    rows = view.mentions(entity_ids, limit=BRIDGES_PER_ENTITY + 1)
+    return [(e, item) for e, item in rows if item not in exclude]
 
 
 def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, Any, str, str, float]]:

@@ -149,4 +149,4 @@ def test_the_walk_visits_what_a_full_read_visits_and_reads_fewer_rows(access, wi
 def test_a_per_row_limit_needs_the_marked_slice(access):
     inner = SpanLink.objects.filter(source_id=graph.SENTINEL).values_list("target_id")[:5]
     with pytest.raises(ValueError, match="PER_ROW"):
-        graph.lateral_statement(inner, per_row_limit=True)
+        graph.lateral_statement(*inner.query.sql_with_params(), per_row_limit=True)
