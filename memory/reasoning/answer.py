@@ -114,7 +114,7 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
     """``facts`` with a ``relevance`` for each builtin fact that came without one (recall,
     knowledge search): the dense + lexical relevance discover ranks by, so one floor
     means the same on every read path (a recall or rerank score has another scale)."""
-    from django.db.models import FloatField
+    from django.db.models import FloatField, Q
     from django.db.models.expressions import RawSQL
 
     from memory.embeddings import embed_query
@@ -125,7 +125,8 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
     todo = [pk for f in facts if f.get("why") is None and (pk := as_uuid(f["id"])) is not None]
     if not todo:
         return facts
-    base = MemoryItem.objects.filter(tenant_id=tenant_id, pk__in=todo)
+    condition = Q(tenant_id=tenant_id, pk__in=todo)
+    base = MemoryItem.objects.filter(condition)
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(question).tolist()) + "]"
     similarity = dict(
         base.annotate(
@@ -134,7 +135,7 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
             )
         ).values_list("pk", "similarity")
     )
-    lexical = {pk: coverage for pk, _s, _c, coverage in bm25_rows(base, tenant_id, question, len(todo))}
+    lexical = {pk: coverage for pk, _s, _c, coverage in bm25_rows(condition, tenant_id, question, len(todo))}
     out = []
     for f in facts:
         pk = as_uuid(f["id"]) if f.get("why") is None else None

@@ -255,7 +255,7 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list
     # no candidate that could not reach the floor: a source's common words select none.
     texts = [item.content for item in items]
     found = bm25_rows_many(
-        view.items(), tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR, postings=TERM_POSTINGS
+        view.q, tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR, postings=TERM_POSTINGS
     )
     for item, rows in zip(items, found, strict=True):
         # The source itself is among its best rows unless a capped word left it out.

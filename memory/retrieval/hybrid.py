@@ -67,6 +67,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -75,6 +76,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, FloatField, Q
 from django.db.models.expressions import RawSQL
 
+from core.statements import compiled
 from memory.embeddings import embed_query
 from memory.enforcement import Keys, MemoryAccess, visible_q
 from memory.models import MemoryItem
@@ -242,17 +244,39 @@ def _time_candidates_sql(base: Any, win: Windows, literal: str, limit: int) -> t
     return sql, tuple(params)
 
 
-def _vector_sql(base: Any, literal: str, limit: int) -> tuple[str, tuple[Any, ...]]:
-    qs = (
+def _vector_sql(condition: Q, literal: str, limit: int) -> tuple[str, tuple[Any, ...]]:
+    sql, params = compiled(
+        ("vector", limit), condition, partial(_vector_rows, limit), markers=(QUERY_VECTOR,)
+    )
+    return sql, tuple(literal if p is QUERY_VECTOR else p for p in params)
+
+
+def _vector_rows(limit: int, condition: Q) -> Any:
+    return (
         # The same operator and operand shape as the HNSW index (vector_cosine_ops).
-        base.annotate(
-            distance=RawSQL('"memory_item"."embedding" <=> %s::vector', [literal], output_field=FloatField())
+        MemoryItem.objects.filter(condition)
+        .annotate(
+            distance=RawSQL(
+                '"memory_item"."embedding" <=> %s::vector', [QUERY_VECTOR], output_field=FloatField()
+            )
         )
         .order_by("distance")
         .values_list("id", "distance")[:limit]
     )
-    sql, params = qs.query.sql_with_params()
-    return sql, tuple(params)
+
+
+# Stands for the query's vector in a compiled statement, until a recall binds it.
+QUERY_VECTOR = object()
+
+
+def _neighbour_rows(condition: Q) -> Any:
+    # Unordered: the model's default order (newest first) inside the CTE made every
+    # probe for a later neighbour scan its session backwards and sort.
+    return (
+        MemoryItem.objects.filter(condition)
+        .order_by()
+        .values_list("id", "embedding", "agent_id", "session_id", "created_at")
+    )
 
 
 _KEYWORD_ROWS_CTE = (
@@ -337,7 +361,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     every agent a user may view); scopes and keys of ``rq`` are then unused."""
     if rq.mode not in MODES:
         raise ValueError(f"unknown search mode {rq.mode!r}")
-    base = MemoryItem.objects.filter(_filters(access, rq, visible))
+    condition = _filters(access, rq, visible)
+    base = MemoryItem.objects.filter(condition)
     candidates = settings.FEDMEM_RETRIEVAL_CANDIDATES
     reranker = get_reranker()
     # The reranker needs a deeper head than the answer to reorder.
@@ -353,7 +378,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         # ranks the lexical candidates: the two slowest steps of a recall overlap.
         pending = _embedding_pool.submit(embed_query, rq.query)
         keyword_rows = (
-            bm25_rows(base, access.tenant_id, rq.query, candidates, require_all=require_all)
+            bm25_rows(condition, access.tenant_id, rq.query, candidates, require_all=require_all)
             if lexical
             else []
         )
@@ -361,10 +386,10 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     else:
         embedding = embed_query(rq.query) if rq.mode == "vector" else None
         if lexical:
-            keyword_rows = bm25_rows(base, access.tenant_id, rq.query, candidates)
+            keyword_rows = bm25_rows(condition, access.tenant_id, rq.query, candidates)
     vector = _vector_literal(embedding) if embedding is not None else None
     if vector is not None:
-        vsql, vparams = _vector_sql(base, vector, candidates)
+        vsql, vparams = _vector_sql(condition, vector, candidates)
         ctes.append(
             f"v AS MATERIALIZED ({vsql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
             "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v), "
@@ -507,13 +532,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
                 context_len += len(far_params)
                 score = f"({score} + %s * greatest(coalesce({context_far}, 0) - {own}, 0))"
                 select_params.extend([far_weight, *far_params, *own_params])
-            # Unordered: the model's default order (newest first) inside the CTE made
-            # every probe for a later neighbour scan its session backwards and sort.
-            nsql, nparams = (
-                base.order_by()
-                .values_list("id", "embedding", "agent_id", "session_id", "created_at")
-                .query.sql_with_params()
-            )
+            nsql, nparams = compiled(("session neighbours",), condition, _neighbour_rows)
             ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
             params.extend(nparams)
             rings = ["nb_prev", "nb_next"] + (["nb_prev2", "nb_next2"] if far_weight > 0 else [])

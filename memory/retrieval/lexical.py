@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, FloatField
+from django.db.models import BooleanField, FloatField, Q
 from django.db.models.expressions import RawSQL
 
+from core.statements import compiled
+from memory.models import MemoryItem
 from memory.retrieval.language import SIMPLE, detect
 
 K1 = 0.9
@@ -285,10 +287,10 @@ def matches(terms: list[Term], joiner: str) -> RawSQL:
 
 
 def bm25_rows(
-    base: Any, tenant_id: Any, text: str, limit: int, *, require_all: bool = False
+    condition: Q, tenant_id: Any, text: str, limit: int, *, require_all: bool = False
 ) -> list[tuple[Any, float, Any, float]]:
-    """(id, BM25 score, created_at, coverage) of the best ``limit`` items of ``base``
-    (a MemoryItem queryset already holding visibility and filters), best first.
+    """(id, BM25 score, created_at, coverage) of the best ``limit`` items meeting
+    ``condition`` (on MemoryItem: visibility and filters), best first.
 
     Coverage is the score over the summed IDF of the query's terms in the item's
     language: about the share of the query's information the item holds (1 for
@@ -297,11 +299,11 @@ def bm25_rows(
     terms = query_lexemes(text, query_languages(tenant_id, text))
     if not terms:
         return []
-    return _scored(Candidates(base), terms, tenant_stats(tenant_id, terms), limit, require_all)
+    return _scored(Candidates(condition), terms, tenant_stats(tenant_id, terms), limit, require_all)
 
 
 def bm25_rows_many(
-    base: Any,
+    condition: Q,
     tenant_id: Any,
     texts: list[str],
     limit: int,
@@ -322,7 +324,7 @@ def bm25_rows_many(
     term_lists = query_lexemes_many(texts, [query_languages(tenant_id, text) for text in texts])
     present = [terms for terms in term_lists if terms]
     stats = iter(tenant_stats_many(tenant_id, present) if present else [])
-    candidates = Candidates(base)
+    candidates = Candidates(condition)
     return [
         _scored(candidates, terms, next(stats), limit, False, floor, postings) if terms else []
         for terms in term_lists
@@ -330,30 +332,34 @@ def bm25_rows_many(
 
 
 class Candidates:
-    """The candidate rows of ``base`` (a MemoryItem queryset holding visibility and
-    filters) for a condition on their words, compiled once: a visibility condition
-    costs the ORM a few ms to compile, and a rank scores a dozen texts against it."""
+    """The candidate rows of ``base`` (a condition on MemoryItem: visibility and
+    filters) for a condition on their words. The rows' statement is compiled once per
+    shape of ``base`` (:mod:`core.statements`): a visibility condition costs the ORM a
+    few ms to compile, and a rank scores a dozen texts against it."""
 
     _SLOT = "__fedmem_terms__"
 
-    def __init__(self, base: Any) -> None:
+    def __init__(self, base: Q) -> None:
         self.base = base
         self._select: tuple[str, list[Any]] | None = None
+
+    @classmethod
+    def _rows(cls, base: Q) -> Any:
+        return (
+            # A fixed marker, replaced by a condition built from fixed fragments.
+            MemoryItem.objects.filter(base)
+            .filter(RawSQL(cls._SLOT, [], output_field=BooleanField()))  # noqa: S611
+            # Unordered: the statement orders by score, date and id; the model's
+            # default order only sorted the (wide) candidate rows once more.
+            .order_by()
+            .annotate(dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField()))
+            .values_list("id", "created_at", "text_language", "search_vector", "dl")
+        )
 
     def select(self, condition: RawSQL) -> tuple[str, list[Any]]:
         """(id, created_at, text_language, search_vector, dl) of the rows meeting ``condition``."""
         if self._select is None:
-            rows = (
-                # A fixed marker, replaced by a condition built from fixed fragments.
-                self.base.filter(RawSQL(self._SLOT, [], output_field=BooleanField()))  # noqa: S611
-                # Unordered: the statement orders by score, date and id; the model's
-                # default order only sorted the (wide) candidate rows once more.
-                .order_by()
-                .annotate(dl=RawSQL('length("memory_item"."search_vector")', [], output_field=FloatField()))
-                .values_list("id", "created_at", "text_language", "search_vector", "dl")
-            )
-            sql, params = rows.query.sql_with_params()
-            self._select = (sql, list(params))
+            self._select = compiled(("lexical candidates",), self.base, self._rows)
         sql, params = self._select
         at = sql.index(self._SLOT)
         # The condition's parameters go where its text goes, among the compiled ones.

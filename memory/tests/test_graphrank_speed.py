@@ -99,7 +99,7 @@ def test_the_bm25_statement_scores_as_before(access, written):
     texts = [text for _session, text in FACTS] + QUERIES
     for text in texts:
         expected = reference_bm25_rows(view.items(), access.tenant_id, text, 7)
-        assert bm25_rows(view.items(), access.tenant_id, text, 7) == expected, text
-    assert bm25_rows_many(view.items(), access.tenant_id, texts, 7) == [
+        assert bm25_rows(view.q, access.tenant_id, text, 7) == expected, text
+    assert bm25_rows_many(view.q, access.tenant_id, texts, 7) == [
         reference_bm25_rows(view.items(), access.tenant_id, text, 7) for text in texts
     ]

@@ -9,6 +9,7 @@ import uuid
 
 import numpy as np
 import pytest
+from django.db.models import Q
 
 from memory.enforcement import Keys, read_scopes, visible_q
 from memory.models import MemoryItem
@@ -92,7 +93,7 @@ def test_bm25_rows_under_a_floor_are_the_rows_above_it(access):
     texts += ["The audit of the safety budget was filed late.", "The team met on Monday."]
     for text in texts:
         remember(access, text, scope="agent")
-    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    base = Q(tenant_id=access.tenant_id)
     floor = 0.3
     for text in texts:
         full = bm25_rows(base, access.tenant_id, text, 50)
@@ -121,11 +122,11 @@ def test_a_postings_cap_reads_a_few_visible_items_per_word(access, world):
     ]
     view = graph.View(access, visible_q(access, read_scopes(access, None)))
     query = "compressor"
-    [full] = bm25_rows_many(view.items(), access.tenant_id, [query], 50)
+    [full] = bm25_rows_many(view.q, access.tenant_id, [query], 50)
     assert sorted(r[0] for r in full) == sorted(mine)
     # A cap at or above every word's frequency reads what no cap reads.
-    assert bm25_rows_many(view.items(), access.tenant_id, [query], 50, postings=6) == [full]
-    [capped] = bm25_rows_many(view.items(), access.tenant_id, [query], 50, postings=2)
+    assert bm25_rows_many(view.q, access.tenant_id, [query], 50, postings=6) == [full]
+    [capped] = bm25_rows_many(view.q, access.tenant_id, [query], 50, postings=2)
     assert len(capped) == 2 and {r[0] for r in capped} <= set(mine)
     # Each capped row is scored as without the cap.
     scores = {r[0]: r[1:] for r in full}
@@ -592,7 +593,7 @@ def test_bm25_scores_items_of_one_wording_alike_and_breaks_their_tie_by_recency(
     ]  # fmt: skip
     remember(access, "The frost closed the roads to block C.", scope="agent")
     remember(access, "Block D kept its heating through the frost.", scope="agent")
-    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    base = Q(tenant_id=access.tenant_id)
     rows = lexical.bm25_rows(base, access.tenant_id, "boiler failed in block C frost", 10)
     head = rows[:3]
     assert {pk for pk, *_ in head} == {i.pk for i in same}
@@ -684,7 +685,7 @@ def test_bm25_scores_are_okapi_bm25_of_each_items_term_frequencies(access):
         "Der Pumpenraum in Halle 3 ist überflutet.",
     ]
     items = [remember(access, text, scope="agent").item for text in texts]
-    base = MemoryItem.objects.filter(tenant_id=access.tenant_id)
+    base = Q(tenant_id=access.tenant_id)
     query = "why did the pump in hall 3 fail"
     rows = lexical.bm25_rows(base, access.tenant_id, query, 10)
     # The reference: every lexeme of each item's stored vector with its position

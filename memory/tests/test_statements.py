@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 from django.db.models import F, Q
@@ -21,6 +22,8 @@ from core.vocabulary import Scope
 from memory.enforcement import Keys, read_scopes, system_access, visible_q
 from memory.models import MemoryItem
 from memory.reasoning import graph
+from memory.retrieval import hybrid, lexical
+from memory.tests.conftest import recall_url, remember
 from memory.tests.graph_helpers import INCIDENT, fact
 
 KEYS = [
@@ -72,6 +75,45 @@ def test_every_statement_bound_equals_a_fresh_compilation_for_every_shape(access
             seen_shapes.add((purpose, statements.template(cond)[0].shape))
     # The matrix makes many shapes: the scopes, keys and grants change the text.
     assert len(seen_shapes) > 10 * len(graph.STATEMENTS)
+
+
+# The recall's statements over its condition: (purpose, statement, markers).
+RECALL_STATEMENTS = [
+    (("vector", 40), partial(hybrid._vector_rows, 40), (hybrid.QUERY_VECTOR,)),
+    (("session neighbours",), hybrid._neighbour_rows, ()),
+    (("lexical candidates",), lexical.Candidates._rows, ()),
+]
+FILTERS = [
+    Q(),
+    Q(kind__in=["semantic", "episodic"]) & Q(created_at__gte=datetime(2026, 1, 1, tzinfo=UTC)),
+    Q(dataset_id__in=[3, 5]) & Q(record_kind__in=["fact"]),
+]
+
+
+def test_every_recall_statement_bound_equals_a_fresh_compilation_for_every_shape(access):
+    for _granted, visible in conditions(access):
+        for extra in FILTERS:
+            cond = visible & extra
+            for purpose, build, markers in RECALL_STATEMENTS:
+                fresh_sql, fresh_params = build(cond).query.sql_with_params()
+                for _ in range(2):
+                    sql, params = statements.compiled(purpose, cond, build, markers=markers)
+                    assert (sql, params) == (fresh_sql, list(fresh_params))
+                assert statements.state(purpose, cond) == "compiled", (purpose, cond)
+
+
+def test_recalls_of_two_tenants_in_turn_each_read_their_own(world, as_agent):
+    mine = system_access(world.agent)
+    theirs = system_access(world.foreign_agent)
+    ours = {str(remember(mine, "The boiler in block C failed after the frost.", scope="agent").item.pk)}
+    other = {str(remember(theirs, "The boiler in block C failed after the frost.", scope="agent").item.pk)}
+    for agent, expected in ((world.agent, ours), (world.foreign_agent, other), (world.agent, ours)):
+        for mode in ("hybrid", "graph"):
+            response = as_agent(agent).post(
+                recall_url(agent), {"query": "why did the boiler fail", "mode": mode}, format="json"
+            )
+            assert response.status_code == 200, response.content
+            assert {r["id"] for r in response.json()["results"]} == expected, mode
 
 
 def test_two_tenants_share_a_statement_never_its_values(world):
