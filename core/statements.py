@@ -251,7 +251,7 @@ def compiled(
             _cache[key] = entry
             while len(_cache) > CAPACITY:
                 _cache.popitem(last=False)
-    if entry is _UNCACHED:
+    if not isinstance(entry, _Compiled):
         return _sql_of(build(q))
     return entry.sql, entry.bind(tmpl.values)
 
