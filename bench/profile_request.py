@@ -52,6 +52,7 @@ LAYERS = [
     ("  framing", "memory.operations.recall", "_framed", "thread"),
     ("remember operation", "memory.operations.memories", "remember", "thread"),
     ("JSON rendering", "rest_framework.renderers", "JSONRenderer.render", "thread"),
+    ("ORM compilation, anywhere (as_sql)", "django.db.models.sql.compiler", "SQLCompiler.as_sql", "thread"),
     ("embedding model (process CPU)", "memory.embeddings", "OnnxEmbedder.embed", "process"),
 ]
 

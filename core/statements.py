@@ -69,6 +69,8 @@ class _StandIns:
         self.by_value: dict[Any, int] = {}
 
     def make(self, value: Any) -> Any:
+        """The stand-in for the next value of the condition, in leaf order (its index
+        among the values)."""
         n = len(self.by_value)
         if isinstance(value, uuid.UUID):
             stand_in: Any = uuid.UUID(int=(self._base << 64) | n)
@@ -82,6 +84,8 @@ class _StandIns:
             stand_in = datetime(1900, 1, 1, tzinfo=UTC) + timedelta(
                 seconds=self._base % 10**6, microseconds=n
             )
+        if stand_in in self.by_value:  # past 2,000 integers: a repeat would shift every slot
+            raise _Repeated
         self.by_value[stand_in] = n
         return stand_in
 
@@ -94,6 +98,10 @@ def _plain(value: Any) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
     return value
+
+
+class _Repeated(Exception):
+    """A condition with more values than distinct stand-ins: compiled afresh."""
 
 
 def _kind(value: Any) -> Hashable | None:
@@ -153,7 +161,10 @@ def template(q: Q) -> tuple[Template, Q] | None:
                 out.children.append((lookup, stand_ins.make(value)))
         return tuple(shape), out
 
-    walked = walk(q)
+    try:
+        walked = walk(q)
+    except _Repeated:
+        return None
     if walked is None:
         return None
     shape, stood_q = walked

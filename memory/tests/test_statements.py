@@ -192,3 +192,11 @@ def test_trace_of_a_foreign_item_is_still_404(world, as_agent):
             format="json",
         )
         assert_error(response, 404)
+
+
+def test_a_condition_with_more_values_than_stand_ins_compiles_afresh(access):
+    q = Q(tenant_id=access.tenant_id, classification__in=list(range(2_500)))
+    assert statements.template(q) is None
+    build = lambda cond: MemoryItem.objects.filter(cond).values_list("id")  # noqa: E731
+    _sql, params = statements.compiled(("many",), q, build)
+    assert len(params) == 2_501
