@@ -10,6 +10,9 @@ class CoreConfig(AppConfig):
         from django.db.models.signals import post_migrate, pre_migrate
 
         from core.database import check_pgvector
+        from core.lookups import register
+
+        register()
 
         checked: set[str] = set()
 

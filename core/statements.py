@@ -67,8 +67,10 @@ class _StandIns:
 
     def __init__(self) -> None:
         self.by_value: dict[Any, int] = {}
+        # Stand-ins for a whole array parameter (``__any``): the one element of a list.
+        self.arrays: set[int] = set()
 
-    def make(self, value: Any) -> Any:
+    def make(self, value: Any, *, array: bool = False) -> Any:
         """The stand-in for the next value of the condition, in leaf order (its index
         among the values)."""
         n = len(self.by_value)
@@ -87,6 +89,8 @@ class _StandIns:
         if stand_in in self.by_value:  # past 2,000 integers: a repeat would shift every slot
             raise _Repeated
         self.by_value[stand_in] = n
+        if array:
+            self.arrays.add(n)
         return stand_in
 
 
@@ -149,6 +153,15 @@ def template(q: Q) -> tuple[Template, Q] | None:
             kind = _kind(value)
             if kind is None:
                 return None
+            if lookup.endswith("__any") and isinstance(value, (list, tuple)) and value:
+                # One array parameter (core.lookups): its length is no part of the text.
+                kinds = {_kind(v) for v in value}
+                if len(kinds) != 1:
+                    return None
+                shape.append((lookup, "array", *kinds))
+                values.append([_plain(v) for v in value])
+                out.children.append((lookup, [stand_ins.make(value[0], array=True)]))
+                continue
             shape.append((lookup, kind))
             if isinstance(kind, tuple) and kind[0] == "const":
                 out.children.append((lookup, value))
@@ -206,6 +219,11 @@ def _slots(sql: str, params: list[Any], stand_ins: _StandIns, markers: tuple[Any
         if isinstance(p, Hashable) and not isinstance(p, bool) and p in stand_ins.by_value:
             found.add(stand_ins.by_value[p])
             out.append(_Slot(stand_ins.by_value[p]))
+        elif isinstance(p, (list, tuple)) and not p:
+            out.append(type(p)())  # an empty list holds no value of anyone's
+        elif isinstance(p, list) and len(p) == 1 and stand_ins.by_value.get(p[0]) in stand_ins.arrays:
+            found.add(stand_ins.by_value[p[0]])
+            out.append(_Slot(stand_ins.by_value[p[0]]))
         elif isinstance(p, (list, tuple)) and any(
             isinstance(e, Hashable) and e in stand_ins.by_value for e in p
         ):

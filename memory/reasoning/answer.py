@@ -36,7 +36,7 @@ def chain_among(tenant_id: Any, item_ids: list[Any]) -> list[dict[str, Any]]:
         return []
     rank = {str(pk): position for position, pk in enumerate(item_ids)}
     edges = list(
-        CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=item_ids).order_by("id")[:MAX_EDGES]
+        CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids)).order_by("id")[:MAX_EDGES]
     )
     if not edges:
         return []
@@ -45,7 +45,7 @@ def chain_among(tenant_id: Any, item_ids: list[Any]) -> list[dict[str, Any]]:
     by_pk = {edge.pk: edge for edge in edges}
     following: dict[int, list[CausalEdge]] = {edge.pk: [] for edge in edges}
     for source, target in (
-        SpanLink.objects.filter(tenant_id=tenant_id, source_id__in=by_pk, target_id__in=by_pk)
+        SpanLink.objects.filter(tenant_id=tenant_id, source_id__any=list(by_pk), target_id__any=list(by_pk))
         .exclude(source_id=F("target_id"))
         .order_by("source_id", "-score", "target_id")
         .values_list("source_id", "target_id")
@@ -78,7 +78,7 @@ def entities_among(tenant_id: Any, item_ids: list[Any], limit: int = 20) -> list
     """Entities the facts mention, the most shared first."""
     counts: dict[str, int] = {}
     for name in (
-        Mention.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
+        Mention.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids))
         .select_related("entity")
         .values_list("entity__name", flat=True)
     ):
@@ -125,7 +125,7 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
     todo = [pk for f in facts if f.get("why") is None and (pk := as_uuid(f["id"])) is not None]
     if not todo:
         return facts
-    condition = Q(tenant_id=tenant_id, pk__in=todo)
+    condition = Q(tenant_id=tenant_id, pk__any=todo)
     base = MemoryItem.objects.filter(condition)
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(question).tolist()) + "]"
     similarity = dict(
@@ -194,7 +194,7 @@ def assemble_chain(
     path = [pk for pk, _score in steps]
     if len(path) < 2:
         return own if len(own) >= 2 else []
-    texts = dict(MemoryItem.objects.filter(pk__in=path).values_list("pk", "content"))
+    texts = dict(MemoryItem.objects.filter(pk__any=list(path)).values_list("pk", "content"))
     scorer = get_scorer().name
     chain = []
     for cause, effect in itertools.pairwise(path):

@@ -103,7 +103,7 @@ class Pool:
         # Embeddings in binary (the same float32s, without parsing their text).
         keys, matrix = stored_vectors(MemoryItem, list(ids))
         vectors = dict(zip(keys, matrix, strict=True))
-        rows = MemoryItem.objects.filter(pk__in=ids).values_list(
+        rows = MemoryItem.objects.filter(pk__any=list(ids)).values_list(
             "pk", "content", "agent_id", "session_id", "text_language", "clauses"
         )
         self.rows = {pk: (content, vectors[pk]) for pk, content, *_rest in rows}
@@ -116,7 +116,7 @@ class Pool:
         self.edges: dict[Any, CausalEdge] = {}
         # A fact's first edge; of its spans' embeddings only the cause's is read (in binary).
         for edge in (
-            CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=self.ids)
+            CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=self.ids)
             .defer("cause_embedding", "effect_embedding")
             .order_by("id")
         ):
@@ -212,7 +212,7 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     # The callers read the edges' spans and cue, never their embeddings.
     edges = {
         e.pk: e
-        for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=ids).defer(
+        for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(ids)).defer(
             "cause_embedding", "effect_embedding"
         )
     }
@@ -220,7 +220,7 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     if not edges:
         return out
     for source, target, score in SpanLink.objects.filter(
-        tenant_id=tenant_id, source_id__in=edges, target_id__in=edges
+        tenant_id=tenant_id, source_id__any=list(edges), target_id__any=list(edges)
     ).values_list("source_id", "target_id", "score"):
         a, b = edges[source], edges[target]
         if a.item_id != b.item_id:

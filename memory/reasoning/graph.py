@@ -262,7 +262,7 @@ def same_event(a: Span, b: Span) -> bool:
 def linked_edges(view: View, span: Span, *, side: str, limit: int) -> list[Edge]:
     """Visible edges whose ``side`` ("cause" or "effect") names the same event as ``span``."""
     matches = matching_spans(view.edges(), side=side, terms=span.terms, vector=span.vector, limit=limit)
-    rows = {e.pk: e for e in view.edge_rows(view.edges().filter(pk__in=[m.edge_id for m in matches]))}
+    rows = {e.pk: e for e in view.edge_rows(view.edges().filter(pk__any=[m.edge_id for m in matches]))}
     return [rows[m.edge_id] for m in matches if m.edge_id in rows]
 
 
@@ -493,7 +493,7 @@ def what_if(
     ids = {*affected_walk.edges, *without.edges}
     spans = {
         pk: Span(text, terms, vector)
-        for pk, text, terms, vector in CausalEdge.objects.filter(pk__in=ids).values_list(
+        for pk, text, terms, vector in CausalEdge.objects.filter(pk__any=list(ids)).values_list(
             "pk", side, f"{side}_terms", f"{side}_embedding"
         )
     }
@@ -582,7 +582,7 @@ def _entity_step(
     """Other visible items mentioning an entity a frontier item mentions."""
     sources: dict[int, Any] = {}
     for entity_id, item_id in (
-        Mention.objects.filter(tenant_id=access.tenant_id, item_id__in=frontier)
+        Mention.objects.filter(tenant_id=access.tenant_id, item_id__any=list(frontier))
         .order_by("item_id", "entity_id")
         .values_list("entity_id", "item_id")
     ):
@@ -630,7 +630,7 @@ def discover(
         if room > 0:
             nxt += _entity_step(found, view, access, frontier, room, hop)
         # Rows for the newly found ids, in one query (visibility already holds).
-        rows = {i.pk: i for i in view.items().filter(pk__in=nxt).defer("embedding", "search_vector")}
+        rows = {i.pk: i for i in view.items().filter(pk__any=list(nxt)).defer("embedding", "search_vector")}
         for pk in nxt:
             found[pk].item = rows[pk]
         frontier = nxt
@@ -642,6 +642,6 @@ def discover(
 
 def relations_of(item_ids: list[Any]) -> dict[Any, list[dict[str, Any]]]:
     out: dict[Any, list[dict[str, Any]]] = {pk: [] for pk in item_ids}
-    for edge in CausalEdge.objects.filter(item_id__in=item_ids).order_by("id").only(*LIGHT):
+    for edge in CausalEdge.objects.filter(item_id__any=list(item_ids)).order_by("id").only(*LIGHT):
         out[edge.item_id].append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue})
     return out

@@ -148,7 +148,7 @@ def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dic
     """entity id -> (name, bridge weight) for the entities that may bridge."""
     if not entity_ids:
         return {}
-    rows = Entity.objects.filter(pk__in=entity_ids).values_list("pk", "name", "normalized", "label")
+    rows = Entity.objects.filter(pk__any=list(entity_ids)).values_list("pk", "name", "normalized", "label")
     df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
     for pk, name, normalized, label in rows:
@@ -160,7 +160,7 @@ def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dic
 
 def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
     return list(
-        Mention.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
+        Mention.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids))
         .order_by("item_id", "entity_id")
         .values_list("item_id", "entity_id")
         .distinct()
@@ -177,7 +177,7 @@ def _causal_neighbours(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, A
     """(item, other item, this item's span, the other's span, link score) along stored
     span links in either direction; visibility is applied when rows are read."""
     out = []
-    edges = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=item_ids)
+    edges = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids))
     links = SpanLink.objects.filter(tenant_id=tenant_id)
     for source_item, target_item, effect, cause, score in (
         links.filter(source__in=edges)
@@ -283,7 +283,7 @@ def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     ids, matrix = entity_vectors(entity_ids)
     if len(ids) < 2:
         return []
-    names = dict(Entity.objects.filter(pk__in=ids).values_list("pk", "normalized"))
+    names = dict(Entity.objects.filter(pk__any=list(ids)).values_list("pk", "normalized"))
     # Names with the same distinctions share a code; only equal codes may pair.
     codes: dict[frozenset[str], int] = {}
     code = np.fromiter((codes.setdefault(distinctions(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
@@ -370,7 +370,7 @@ def rank(
         frontier = [pk for pk in reach if pk not in before]
         # The next round's term sources: the strongest term bridges just found.
         fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in frontier]
-        rows_next = {i.pk: i for i in view.items().filter(pk__in=fresh).only("id", "content")}
+        rows_next = {i.pk: i for i in view.items().filter(pk__any=list(fresh)).only("id", "content")}
         sources = [rows_next[pk] for pk in dict.fromkeys(fresh) if pk in rows_next][:TERM_SOURCES]
 
     # Rows (visibility holds for every one) with their similarity to the query.
@@ -381,7 +381,7 @@ def rank(
     rows = {
         item.pk: item
         for item in view.items()
-        .filter(pk__in=list(reach))
+        .filter(pk__any=list(reach))
         .annotate(similarity=similarity)
         .only("id", "agent_id", "session_id")
     }
@@ -509,7 +509,7 @@ def rank(
     full = {
         item.pk: item
         for item in view.items()
-        .filter(pk__in=[r.item.pk for r in out])
+        .filter(pk__any=[r.item.pk for r in out])
         .annotate(similarity=similarity)
         # The parse summaries are read by the chain pool, not from these rows.
         .defer("embedding", "search_vector", "clauses")

@@ -7,6 +7,7 @@ request's value into the cache is refused."""
 from __future__ import annotations
 
 import itertools
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
@@ -200,3 +201,32 @@ def test_a_condition_with_more_values_than_stand_ins_compiles_afresh(access):
     build = lambda cond: MemoryItem.objects.filter(cond).values_list("id")  # noqa: E731
     _sql, params = statements.compiled(("many",), q, build)
     assert len(params) == 2_501
+
+
+def test_any_lookup_reads_what_in_reads(access):
+    items = [remember(access, f"Fact number {n} about the boiler.", scope="agent").item for n in range(4)]
+    ids = [items[0].pk, str(items[2].pk), items[3].pk]
+    by_in = set(MemoryItem.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    assert set(MemoryItem.objects.filter(pk__any=ids).values_list("pk", flat=True)) == by_in
+    assert len(by_in) == 3
+    assert not MemoryItem.objects.filter(pk__any=[]).exists()
+    with pytest.raises(TypeError, match="list of values"):
+        MemoryItem.objects.filter(pk__any=str(items[0].pk))
+
+
+def test_an_array_condition_is_one_shape_whatever_its_length(access):
+    build = lambda cond: MemoryItem.objects.filter(cond).values_list("id")  # noqa: E731
+    shapes = set()
+    for n in (1, 3, 40):
+        ids = [uuid.uuid4() for _ in range(n)]
+        q = Q(tenant_id=access.tenant_id, pk__any=ids)
+        sql, params = statements.compiled(("array",), q, build)
+        assert (sql, params) == (
+            build(q).query.sql_with_params()[0],
+            list(build(q).query.sql_with_params()[1]),
+        )
+        shapes.add(statements.template(q)[0].shape)
+    assert len(shapes) == 1
+    # An empty array holds no one's value: compiled afresh or bound, it reads nothing.
+    q = Q(tenant_id=access.tenant_id, pk__any=[])
+    assert statements.compiled(("array",), q, build)[1] == list(build(q).query.sql_with_params()[1])
