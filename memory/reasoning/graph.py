@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Q
+from django.db.models import BooleanField, FloatField, Q
 from django.db.models.expressions import RawSQL
 
 from core.errors import MemoryNotFound
@@ -32,7 +32,7 @@ from memory.enforcement import MemoryAccess
 from memory.extraction.links import FANOUT, matching_spans, span_match
 from memory.extraction.pipeline import span_terms
 from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
-from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.hybrid import QUERY_VECTOR, RecallQuery, retrieve
 
 EFFECTS, CAUSES = "effects", "causes"
 LIGHT = ("id", "item_id", "cause", "effect", "cue")
@@ -72,6 +72,27 @@ class View:
         markers (:data:`SENTINEL`, :data:`IDS`) left for the caller to bind."""
         condition, build = STATEMENTS[purpose]
         return compiled(purpose, condition(self), build, markers=(SENTINEL, IDS))
+
+    def items_of(
+        self,
+        item_ids: Sequence[Any],
+        *,
+        only: tuple[str, ...] = (),
+        defer: tuple[str, ...] = (),
+        similar_to: str | None = None,
+    ) -> list[MemoryItem]:
+        """The visible items of ``item_ids``, with ``only`` (or all but ``defer``) of
+        their fields and, given a query vector literal, their ``similarity`` to it:
+        one statement per shape of the visibility condition, the ids one array."""
+        if not item_ids:
+            return []
+        sql, params = compiled(
+            ("items", only, defer, similar_to is not None),
+            self.q & Q(pk__any=list(item_ids)),
+            partial(_items_statement, only, defer, similar_to is not None),
+            markers=(QUERY_VECTOR,),
+        )
+        return list(MemoryItem.objects.raw(sql, [similar_to if p is QUERY_VECTOR else p for p in params]))
 
     def edges_of(self, item_ids: list[Any]) -> list[Edge]:
         """The visible edges the items of ``item_ids`` assert, by id."""
@@ -115,6 +136,17 @@ class View:
         sql, params = lateral_statement(*self.statement(("mentions", names)), per_row_limit=True)
         bound = [[as_uuid(i) or i for i in exclude] if p is IDS else p for p in params]
         return run_lateral(sql, bound, sorted(entity_ids), [limit] * len(entity_ids))
+
+
+def _items_statement(only: tuple[str, ...], defer: tuple[str, ...], similarity: bool, cond: Q) -> Any:
+    qs = MemoryItem.objects.filter(cond)
+    if similarity:
+        qs = qs.annotate(
+            similarity=RawSQL(
+                '1 - ("memory_item"."embedding" <=> %s::vector)', [QUERY_VECTOR], output_field=FloatField()
+            )
+        )
+    return qs.only(*only) if only else qs.defer(*defer)
 
 
 def _edges_statement(cond: Q) -> Any:
@@ -630,7 +662,7 @@ def discover(
         if room > 0:
             nxt += _entity_step(found, view, access, frontier, room, hop)
         # Rows for the newly found ids, in one query (visibility already holds).
-        rows = {i.pk: i for i in view.items().filter(pk__any=list(nxt)).defer("embedding", "search_vector")}
+        rows = {i.pk: i for i in view.items_of(nxt, defer=("embedding", "search_vector"))}
         for pk in nxt:
             found[pk].item = rows[pk]
         frontier = nxt

@@ -39,8 +39,6 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import FloatField
-from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
@@ -370,20 +368,16 @@ def rank(
         frontier = [pk for pk in reach if pk not in before]
         # The next round's term sources: the strongest term bridges just found.
         fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in frontier]
-        rows_next = {i.pk: i for i in view.items().filter(pk__any=list(fresh)).only("id", "content")}
+        rows_next = {i.pk: i for i in view.items_of(fresh, only=("id", "content"))}
         sources = [rows_next[pk] for pk in dict.fromkeys(fresh) if pk in rows_next][:TERM_SOURCES]
 
     # Rows (visibility holds for every one) with their similarity to the query.
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
-    similarity = RawSQL('1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField())
     # What the graph needs of each candidate; whole rows (every field parsed into a
     # model) are read below for the returned ones only, not for a few hundred.
     rows = {
         item.pk: item
-        for item in view.items()
-        .filter(pk__any=list(reach))
-        .annotate(similarity=similarity)
-        .only("id", "agent_id", "session_id")
+        for item in view.items_of(list(reach), only=("id", "agent_id", "session_id"), similar_to=vector)
     }
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
@@ -506,13 +500,12 @@ def rank(
         found.score += bonus
     ranked.sort(key=_order)
     out = [best, *ranked][:limit]
+    # The parse summaries are read by the chain pool, not from these rows.
     full = {
         item.pk: item
-        for item in view.items()
-        .filter(pk__any=[r.item.pk for r in out])
-        .annotate(similarity=similarity)
-        # The parse summaries are read by the chain pool, not from these rows.
-        .defer("embedding", "search_vector", "clauses")
+        for item in view.items_of(
+            [r.item.pk for r in out], defer=("embedding", "search_vector", "clauses"), similar_to=vector
+        )
     }
     # A fact deleted since it was ranked (a moment ago) is left out.
     returned = [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]

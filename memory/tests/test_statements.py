@@ -83,6 +83,16 @@ RECALL_STATEMENTS = [
     (("vector", 40), partial(hybrid._vector_rows, 40), (hybrid.QUERY_VECTOR,)),
     (("session neighbours",), hybrid._neighbour_rows, ()),
     (("lexical candidates",), lexical.Candidates._rows, ()),
+    (
+        ("items", ("id", "content"), (), False),
+        partial(graph._items_statement, ("id", "content"), (), False),
+        (),
+    ),
+    (
+        ("items", (), ("embedding",), True),
+        partial(graph._items_statement, (), ("embedding",), True),
+        (hybrid.QUERY_VECTOR,),
+    ),
 ]
 FILTERS = [
     Q(),
@@ -94,7 +104,7 @@ FILTERS = [
 def test_every_recall_statement_bound_equals_a_fresh_compilation_for_every_shape(access):
     for _granted, visible in conditions(access):
         for extra in FILTERS:
-            cond = visible & extra
+            cond = visible & extra & Q(pk__any=[uuid.uuid4(), uuid.uuid4()])
             for purpose, build, markers in RECALL_STATEMENTS:
                 fresh_sql, fresh_params = build(cond).query.sql_with_params()
                 for _ in range(2):
