@@ -191,8 +191,14 @@ def data(size: int) -> tuple[Any, Any]:
 
 
 def api_key(tenant: Any, agent: Any) -> str:
-    from governance.services.agents import api_key_create
+    from governance.models import ApiKey
+    from governance.services.agents import MAX_ACTIVE_KEYS, api_key_create, api_key_revoke
 
+    # Each run makes a key of its own; the oldest earlier bench keys make room (an
+    # agent holds at most MAX_ACTIVE_KEYS active ones).
+    earlier = ApiKey.objects.active().filter(agent=agent, name__startswith="bench-").order_by("created_at")
+    for key in list(earlier)[: max(0, earlier.count() - MAX_ACTIVE_KEYS + 1)]:
+        api_key_revoke(key=key, actor=None)
     _, secret = api_key_create(tenant=tenant, agent=agent, name=f"bench-{int(time.time())}")
     return secret
 
