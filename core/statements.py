@@ -60,9 +60,11 @@ class Template:
 
 
 class _StandIns:
-    """Values of the same type as the real ones that no real request can hold."""
+    """Values of the same types as the real ones, distinct from each other. They are
+    only ever compiled, never run: what matters is that each is found again among
+    the compiled parameters, and that no marker of the builder equals one."""
 
-    # Random per process: no stored row, text or date can equal one by chance.
+    # Random per process, so that no builder's fixed value equals one by design.
     _base = uuid.uuid4().int >> 64
 
     def __init__(self) -> None:
@@ -213,6 +215,8 @@ def _slots(sql: str, params: list[Any], stand_ins: _StandIns, markers: tuple[Any
     def is_marker(p: Any) -> bool:
         return any(p is m or (type(p) is type(m) and p == m) for m in markers)
 
+    if any(isinstance(m, Hashable) and m in stand_ins.by_value for m in markers):
+        return None  # a marker that reads as a value: compiled afresh
     found: set[int] = set()
     out: list[Any] = []
     for p in params:
@@ -243,8 +247,8 @@ def _slots(sql: str, params: list[Any], stand_ins: _StandIns, markers: tuple[Any
             raise ValueError(f"a compiled statement holds a value that is not the condition's: {p!r}")
     if found != set(stand_ins.by_value.values()):
         return None  # a value converted or dropped on the way: its place is unknown
-    if any(str(s) in sql for s in stand_ins.by_value if not isinstance(s, datetime)):
-        return None  # a value written into the text
+    if any(str(s) in sql for s in stand_ins.by_value if isinstance(s, (str, uuid.UUID))):
+        return None  # a value written into the text (a short number could match by chance)
     return _Compiled(sql, tuple(out))
 
 

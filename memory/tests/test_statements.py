@@ -240,3 +240,15 @@ def test_an_array_condition_is_one_shape_whatever_its_length(access):
     # An empty array holds no one's value: compiled afresh or bound, it reads nothing.
     q = Q(tenant_id=access.tenant_id, pk__any=[])
     assert statements.compiled(("array",), q, build)[1] == list(build(q).query.sql_with_params()[1])
+
+
+def test_a_marker_equal_to_a_stand_in_leaves_the_shape_uncached(access):
+    # The first stand-in of a condition whose first value is a UUID.
+    clash = uuid.UUID(int=(statements._StandIns._base << 64) | 0)
+    q = Q(tenant_id=access.tenant_id)
+    build = lambda cond: MemoryItem.objects.filter(cond).values_list("id")  # noqa: E731
+    assert statements.compiled(("clash",), q, build, markers=(clash,)) == (
+        build(q).query.sql_with_params()[0],
+        list(build(q).query.sql_with_params()[1]),
+    )
+    assert statements.state(("clash",), q) == "uncached"
