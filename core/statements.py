@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q
 
 # Enough for every purpose times the shapes real policies produce; a shape costs a
@@ -287,6 +288,16 @@ def compiled(
     if not isinstance(entry, _Compiled):
         return _sql_of(build(q))
     return entry.sql, entry.bind(tmpl.values)
+
+
+def fetch(purpose: Hashable, q: Q, build: Callable[[Q], Any]) -> list[tuple[Any, ...]]:
+    """The rows of :func:`compiled`'s statement, as the database driver returns them:
+    for a ``values_list`` of plain columns (ids, numbers, text), where the ORM would
+    run no converter; a JSON, array or vector column needs the queryset itself."""
+    sql, params = compiled(purpose, q, build)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
 
 
 def _sql_of(built: Any) -> tuple[str, list[Any]]:

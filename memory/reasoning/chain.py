@@ -53,7 +53,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q
 
+from core.statements import fetch
 from memory.extraction.clauses import WORD as _WORD
 from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem, SpanLink
@@ -219,15 +221,18 @@ def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tupl
     out: dict[tuple[Any, Any], tuple[float, CausalEdge]] = {}
     if not edges:
         return out
-    for source, target, score in SpanLink.objects.filter(
-        tenant_id=tenant_id, source_id__any=list(edges), target_id__any=list(edges)
-    ).values_list("source_id", "target_id", "score"):
+    links = Q(tenant_id=tenant_id, source_id__any=list(edges), target_id__any=list(edges))
+    for source, target, score in fetch(("links among edges",), links, _link_rows):
         a, b = edges[source], edges[target]
         if a.item_id != b.item_id:
             key = (a.item_id, b.item_id)
             if key not in out or out[key][0] < 1.0 + score:
                 out[key] = (1.0 + score, a)
     return out
+
+
+def _link_rows(condition: Q) -> Any:
+    return SpanLink.objects.filter(condition).values_list("source_id", "target_id", "score")
 
 
 def _restates(cause: Profile, effect: Profile) -> bool:

@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 
+from core.statements import fetch
 from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
 from memory.models import CausalEdge, Entity, MemoryItem, Mention, SpanLink
@@ -146,7 +148,7 @@ def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dic
     """entity id -> (name, bridge weight) for the entities that may bridge."""
     if not entity_ids:
         return {}
-    rows = Entity.objects.filter(pk__any=list(entity_ids)).values_list("pk", "name", "normalized", "label")
+    rows = fetch(("entity names",), Q(pk__any=list(entity_ids)), _entity_rows)
     df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
     for pk, name, normalized, label in rows:
@@ -156,9 +158,17 @@ def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dic
     return out
 
 
+def _entity_rows(condition: Q) -> Any:
+    return Entity.objects.filter(condition).values_list("pk", "name", "normalized", "label")
+
+
 def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
-    return list(
-        Mention.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids))
+    return fetch(("item mentions",), Q(tenant_id=tenant_id, item_id__any=list(item_ids)), _mention_rows)
+
+
+def _mention_rows(condition: Q) -> Any:
+    return (
+        Mention.objects.filter(condition)
         .order_by("item_id", "entity_id")
         .values_list("item_id", "entity_id")
         .distinct()
@@ -281,7 +291,10 @@ def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     ids, matrix = entity_vectors(entity_ids)
     if len(ids) < 2:
         return []
-    names = dict(Entity.objects.filter(pk__any=list(ids)).values_list("pk", "normalized"))
+    names = {
+        pk: normalized
+        for pk, _name, normalized, _label in fetch(("entity names",), Q(pk__any=list(ids)), _entity_rows)
+    }
     # Names with the same distinctions share a code; only equal codes may pair.
     codes: dict[frozenset[str], int] = {}
     code = np.fromiter((codes.setdefault(distinctions(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
