@@ -189,7 +189,10 @@ def main() -> None:
     tenant = tenant_get_or_create(slug=f"bench-{args.size}", name=f"bench {args.size}")
     agent = Agent.objects.get(tenant=tenant, name="bench-agent")
     secret = api_key(tenant, agent)
-    ids = [str(pk) for pk in MemoryItem.objects.filter(agent=agent).values_list("pk", flat=True)[:500]]
+    # The loaded facts only, in a fixed order: facts an ingest or load phase adds (no
+    # causal edges) would otherwise take their place in a later run's sample.
+    loaded = MemoryItem.objects.filter(agent=agent, provenance__via="bench").order_by("pk")
+    ids = [str(pk) for pk in loaded.values_list("pk", flat=True)[:500]]
     client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_HOST="127.0.0.1")
     prefix = f"/v1/memory/agents/{agent.pk}"
     counter = iter(range(10**9))

@@ -251,7 +251,10 @@ def latency(
 
     print(f"\n== latency at {size:,} facts: HTTP, one client, embedding included")
     prefix = f"{server.base}/v1/memory/agents/{agent.pk}"
-    ids = [str(pk) for pk in MemoryItem.objects.filter(agent=agent).values_list("pk", flat=True)[:5000]]
+    # The loaded facts only, in a fixed order: facts an ingest or load phase adds (no
+    # causal edges) would otherwise take their place in a later run's sample.
+    loaded = MemoryItem.objects.filter(agent=agent, provenance__via="bench").order_by("pk")
+    ids = [str(pk) for pk in loaded.values_list("pk", flat=True)[:5000]]
     rng = random.Random(17)
     incidents = max(1, size // 3)
     with httpx.Client(headers={"Authorization": f"Bearer {secret}"}, timeout=60) as http:
