@@ -31,7 +31,6 @@ from memory.retrieval.graphrank import (
     TERM_SOURCES,
     TERM_WEIGHT,
     Ranked,
-    _causal_neighbours,
     _entity_neighbours,
     _order,
     _Reach,
@@ -57,6 +56,31 @@ from memory.retrieval.lexical import (
     tenant_stats,
 )
 from memory.retrieval.specificity import session_weight
+
+
+def _causal_neighbours(
+    tenant_id: Any, item_ids: list[Any], limit: int = 200
+) -> list[tuple[Any, Any, str, str, float]]:
+    """The links of the items' edges as the ORM read them: both edges joined to every
+    link before the best ``limit`` of each direction were kept."""
+    from memory.models import CausalEdge, SpanLink
+
+    out = []
+    edges = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__in=list(item_ids))
+    links = SpanLink.objects.filter(tenant_id=tenant_id)
+    for source_item, target_item, effect, cause, score in (
+        links.filter(source__in=edges)
+        .values_list("source__item_id", "target__item_id", "source__effect", "target__cause", "score")
+        .order_by("-score", "source_id", "target_id")[:limit]
+    ):
+        out.append((source_item, target_item, effect, cause, score))
+    for source_item, target_item, effect, cause, score in (
+        links.filter(target__in=edges)
+        .values_list("source__item_id", "target__item_id", "source__effect", "target__cause", "score")
+        .order_by("-score", "target_id", "source_id")[:limit]
+    ):
+        out.append((target_item, source_item, cause, effect, score))
+    return [row for row in out if row[0] != row[1]]
 
 
 # The BM25 statement as it was (every lexeme unnested, then filtered; candidates sorted).

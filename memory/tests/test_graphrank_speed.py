@@ -13,6 +13,7 @@ from memory.retrieval import graphrank
 from memory.retrieval.hybrid import RecallQuery
 from memory.retrieval.lexical import bm25_rows, bm25_rows_many
 from memory.tests.graph_helpers import DISTRACTOR, INCIDENT, fact
+from memory.tests.graphrank_reference import _causal_neighbours as reference_causal_neighbours
 from memory.tests.graphrank_reference import bm25_rows as reference_bm25_rows
 from memory.tests.graphrank_reference import reference_rank
 
@@ -90,6 +91,27 @@ def test_a_small_visit_budget_cuts_the_neighbourhood_as_before(access, written):
     rq = RecallQuery(query=QUERIES[0], scopes=scopes, keys=Keys(narrow=True), top_k=3)
     expected = _signature(reference_rank(access, rq, view, hops=2, limit=3, max_visited=8))
     _same(_signature(graphrank.rank(access, rq, view, hops=2, limit=3, max_visited=8)), expected)
+
+
+@pytest.mark.parametrize("limit", [200, 3, 1])
+def test_the_causal_links_statement_reads_what_the_orm_read(access, written, monkeypatch, limit):
+    # Every fact alone and all together, with room for every link and with the best few
+    # of each direction only: the same links, spans and scores, in the same order.
+    from memory.models import MemoryItem, SpanLink
+
+    monkeypatch.setattr(graphrank, "CAUSAL_LINKS", limit)
+    ids = list(MemoryItem.objects.filter(agent=access.agent).values_list("pk", flat=True))
+    links = SpanLink.objects.filter(tenant_id=access.tenant_id).count()
+    assert links >= 3
+    found = 0
+    for chosen in [*([pk] for pk in ids), ids]:
+        got = graphrank._causal_neighbours(access.tenant_id, chosen)
+        assert got == reference_causal_neighbours(access.tenant_id, chosen, limit)
+        found += len(got)
+    assert found
+    # Together, the items hold each link in both directions: the cap keeps the best.
+    assert len(graphrank._causal_neighbours(access.tenant_id, ids)) == 2 * min(links, limit)
+    assert graphrank._causal_neighbours(access.tenant_id, []) == []
 
 
 def test_the_bm25_statement_scores_as_before(access, written):
