@@ -188,8 +188,8 @@ def assemble_chain(
     walk_ids = list(dict.fromkeys([*ids, *(pk for pk in (as_uuid(f["id"]) for f in pool or []) if pk)]))
     if len(walk_ids) < 2:
         return own if len(own) >= 2 else []
-    asserted = asserted_links(tenant_id, walk_ids)
     pool_ = Pool(tenant_id, walk_ids, per_language=True)
+    asserted = asserted_links(tenant_id, walk_ids, edges=pool_.all_edges)
     steps = walk_back(anchor, pool_, asserted, joined_by_entities(tenant_id, walk_ids), strict=True)
     path = [pk for pk, _score in steps]
     if len(path) < 2:

@@ -116,12 +116,15 @@ class Pool:
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
         self.edges: dict[Any, CausalEdge] = {}
-        # A fact's first edge; of its spans' embeddings only the cause's is read (in binary).
-        for edge in (
+        # Every edge of the facts, without their spans' embeddings: the walk's links are
+        # asserted among them (asserted_links(..., edges=pool.all_edges), no second read).
+        self.all_edges = list(
             CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=self.ids)
             .defer("cause_embedding", "effect_embedding")
             .order_by("id")
-        ):
+        )
+        # A fact's first edge; of its spans' embeddings only the cause's is read (in binary).
+        for edge in self.all_edges:
             self.edges.setdefault(edge.item_id, edge)
         edge_ids, causes = stored_vectors(CausalEdge, [e.pk for e in self.edges.values()], "cause_embedding")
         self.cause_vectors = dict(zip(edge_ids, causes, strict=True))
@@ -208,22 +211,26 @@ def _specific_terms(
     return {pk: frozenset(terms) for pk, terms in out.items()}, halves
 
 
-def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tuple[float, CausalEdge]]:
+def asserted_links(
+    tenant_id: Any, ids: list[Any], edges: list[CausalEdge] | None = None
+) -> dict[tuple[Any, Any], tuple[float, CausalEdge]]:
     """(cause item, effect item) -> (1 + link score, the cause item's edge) along stored
-    span links between the facts' edges."""
-    # The callers read the edges' spans and cue, never their embeddings.
-    edges = {
-        e.pk: e
-        for e in CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(ids)).defer(
-            "cause_embedding", "effect_embedding"
+    span links between the facts' edges (``edges``: every edge of the facts, when the
+    caller has read them already, as a Pool of the same facts has)."""
+    if edges is None:
+        # The callers read the edges' spans and cue, never their embeddings.
+        edges = list(
+            CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(ids)).defer(
+                "cause_embedding", "effect_embedding"
+            )
         )
-    }
+    by_id = {e.pk: e for e in edges}
     out: dict[tuple[Any, Any], tuple[float, CausalEdge]] = {}
-    if not edges:
+    if not by_id:
         return out
-    links = Q(tenant_id=tenant_id, source_id__any=list(edges), target_id__any=list(edges))
+    links = Q(tenant_id=tenant_id, source_id__any=list(by_id), target_id__any=list(by_id))
     for source, target, score in fetch(("links among edges",), links, _link_rows):
-        a, b = edges[source], edges[target]
+        a, b = by_id[source], by_id[target]
         if a.item_id != b.item_id:
             key = (a.item_id, b.item_id)
             if key not in out or out[key][0] < 1.0 + score:

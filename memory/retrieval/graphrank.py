@@ -517,8 +517,9 @@ def rank(
     # why-question asks for), through the best-ranked facts of the neighbourhood.
     pool = [best.item.pk, *(r.item.pk for r in ranked[:CHAIN_POOL])]
     joined = SharedEntity(entities_of)
-    asserted = asserted_links(tenant_id, pool)
-    steps = walk_back(best.item.pk, Pool(tenant_id, pool), asserted, Either(joined, synonym_pairs))
+    chain_pool = Pool(tenant_id, pool)
+    asserted = asserted_links(tenant_id, pool, edges=chain_pool.all_edges)
+    steps = walk_back(best.item.pk, chain_pool, asserted, Either(joined, synonym_pairs))
     by_pk = {r.item.pk: r for r in ranked}
     sessions = {pk: (r.item.agent_id, r.item.session_id) for pk, r in by_pk.items() if r.item.session_id}
     if best.item.session_id:

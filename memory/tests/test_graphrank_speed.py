@@ -114,6 +114,21 @@ def test_the_causal_links_statement_reads_what_the_orm_read(access, written, mon
     assert graphrank._causal_neighbours(access.tenant_id, []) == []
 
 
+def test_the_links_among_a_pools_edges_are_the_links_read_on_their_own(access, written):
+    # The walk asserts its links among the edges its Pool read, not a second read of them.
+    from memory.models import MemoryItem
+    from memory.reasoning.chain import Pool, asserted_links
+
+    ids = list(MemoryItem.objects.filter(agent=access.agent).order_by("pk").values_list("pk", flat=True))
+    whole = asserted_links(access.tenant_id, ids)
+    assert whole
+    for chosen in (ids, ids[::2], ids[1::2]):
+        pool = Pool(access.tenant_id, chosen)
+        assert asserted_links(access.tenant_id, chosen, edges=pool.all_edges) == asserted_links(
+            access.tenant_id, chosen
+        )
+
+
 def test_the_bm25_statement_scores_as_before(access, written):
     # Every fact as the query (as a term bridge reads it) and the questions (as the
     # hybrid seeds do): the same rows, in the same order, with the same floats.
