@@ -1,7 +1,8 @@
 """Retrieval quality on public sets, measured through the REST API of a running server.
 
     python bench/eval_quality.py                      # every set, a fresh server
-    python bench/eval_quality.py --sets reasongraph   # reasongraph | reasongraph-heldout |
+    python bench/eval_quality.py --sets reasongraph   # reasongraph (= reasongraph-causal and
+                                                      # reasongraph-extra) | reasongraph-heldout |
                                                       # reasongraph-heldout4 | contradictions | locomo
     python bench/eval_quality.py --sets locomo --locomo-conversations 0-4   # the tune half
     python bench/eval_quality.py --data ../shared/data --port 8401
@@ -688,11 +689,12 @@ def main() -> None:
         vectors = Vectors()
         began = time.monotonic()
         chain_sets = []
-        if "reasongraph" in sets:
-            chain_sets += [
-                ("causal", "causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")),
-                ("extra", "reasoning_cases_extra.jsonl", extra_cases(rg / "reasoning_cases_extra.jsonl")),
-            ]
+        # "reasongraph" is both public sets; each alone gives a tenant holding only it.
+        if sets & {"reasongraph", "reasongraph-causal"}:
+            chain_sets.append(("causal", "causal_cases.jsonl", causal_cases(rg / "causal_cases.jsonl")))
+        if sets & {"reasongraph", "reasongraph-extra"}:
+            extra = "reasoning_cases_extra.jsonl"
+            chain_sets.append(("extra", extra, extra_cases(rg / extra)))
         if "reasongraph-heldout" in sets:
             held = "causal_cases_batch3.jsonl"
             chain_sets.append(("heldout", held, causal_cases(rg / held)))

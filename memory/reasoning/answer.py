@@ -5,8 +5,12 @@ chain among them, then the synthesizer. Reads only.
   (dense + lexical, see :mod:`memory.retrieval.graphrank`) reaches
   ``RELEVANCE_FLOOR``, or the graph reached it strongly from facts that do
   (``GRAPH_FLOOR``): expanded facts about another matter are never stated.
-* **Chain**: the *anchor* is the most relevant fact (for a why-question, the
-  effect asked about). Its causes are walked back one best cause at a time
+* **Chain**: the *anchor* is the fact the question asks about (for a why-question,
+  the effect): among the ``ANCHORS`` most relevant facts on the question, the one
+  whose walked chain says most of the question's word stems, the more relevant on
+  a tie ("Why does high sodium intake reduce kidney filtration?" names the root and
+  the effect; the fact most like it may be another effect of the root). Its causes
+  are walked back one best cause at a time
   (:mod:`memory.reasoning.chain`: asserted span links and implicit links scored by
   predicate / subject linkage), through every retrieved fact, those below the
   floor too, as long as each step links, under the walk's strict rules (thematic
@@ -89,6 +93,7 @@ def entities_among(tenant_id: Any, item_ids: list[Any], limit: int = 20) -> list
 RELEVANCE_FLOOR = 0.3
 GRAPH_FLOOR = 0.1
 MAX_KEPT = 15
+ANCHORS = 3
 
 
 def on_question(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,27 +176,44 @@ def joined_by_entities(tenant_id: Any, ids: list[Any]) -> set[tuple[Any, Any]]:
 
 
 def assemble_chain(
-    tenant_id: Any, facts: list[dict[str, Any]], pool: list[dict[str, Any]] | None = None
+    tenant_id: Any, facts: list[dict[str, Any]], pool: list[dict[str, Any]] | None = None, question: str = ""
 ) -> list[dict[str, Any]]:
-    """The causal chain ending at the most relevant of ``facts``, root first (see the
-    module doc). The walk back may step through ``pool`` (every fact retrieved, the
-    ones below the relevance floor too) as long as each step links."""
+    """The causal chain ending at the anchor among ``facts`` (the most relevant ones,
+    weighed against ``question``), root first (see the module doc). The walk back may
+    step through ``pool`` (every fact retrieved, the ones below the relevance floor
+    too) as long as each step links."""
+    from memory.extraction.clauses import WORD as _WORD
+    from memory.extraction.clauses import stems
     from memory.reasoning.chain import Pool, asserted_links, walk_back
     from memory.reasoning.implicit import get_scorer
 
     ids = [pk for pk in (as_uuid(f["id"]) for f in facts) if pk is not None]
     if not ids:
         return []
-    anchor = max(ids, key=lambda pk: _relevance(next(f for f in facts if as_uuid(f["id"]) == pk)))
-    # The anchor's own asserted chain: a document chunk can state a whole chain itself.
-    own = chain_among(tenant_id, [anchor])
+    relevance = {as_uuid(f["id"]): _relevance(f) for f in facts}
+    by_relevance = sorted(ids, key=lambda pk: -relevance[pk])
+    anchor = by_relevance[0]
     walk_ids = list(dict.fromkeys([*ids, *(pk for pk in (as_uuid(f["id"]) for f in pool or []) if pk)]))
     if len(walk_ids) < 2:
+        own = chain_among(tenant_id, [anchor])
         return own if len(own) >= 2 else []
     pool_ = Pool(tenant_id, walk_ids, per_language=True)
     asserted = asserted_links(tenant_id, walk_ids, edges=pool_.all_edges)
-    steps = walk_back(anchor, pool_, asserted, joined_by_entities(tenant_id, walk_ids), strict=True)
-    path = [pk for pk, _score in steps]
+    joined = joined_by_entities(tenant_id, walk_ids)
+    asked = stems(_WORD.findall(question))
+    best: tuple[tuple[int, int], Any, list[Any]] = ((-1, 0), anchor, [])
+    for rank, candidate in enumerate(by_relevance[:ANCHORS]):
+        # A fact below the floor came in on graph support alone: it is no anchor.
+        if rank and relevance[candidate] < RELEVANCE_FLOOR:
+            break
+        path = [pk for pk, _score in walk_back(candidate, pool_, asserted, joined, strict=True)]
+        said = frozenset().union(*(pool_.words[pk] for pk in path if pk in pool_.words))
+        key = (len(asked & said), -rank)
+        if key > best[0]:
+            best = (key, candidate, path)
+    _key, anchor, path = best
+    # The anchor's own asserted chain: a document chunk can state a whole chain itself.
+    own = chain_among(tenant_id, [anchor])
     if len(path) < 2:
         return own if len(own) >= 2 else []
     texts = dict(MemoryItem.objects.filter(pk__any=list(path)).values_list("pk", "content"))
@@ -217,7 +239,7 @@ def answer_from(
     kept = on_question(measured(tenant_id, question, facts))
     # Facts from another engine (Cognee chunks) carry its ids: only builtin items have a graph here.
     ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
-    chain = assemble_chain(tenant_id, kept, facts)
+    chain = assemble_chain(tenant_id, kept, facts, question)
     entities = entities_among(tenant_id, ids)
     context = Context(
         question=question,

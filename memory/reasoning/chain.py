@@ -12,7 +12,9 @@ A cause C of an effect E is scored (:func:`cause_score`):
 * **asserted**: a stored span link continues an edge of C into an edge of E (the
   extractor matched a connective in both): ``1 + link score``;
 * **implicit**, for facts joined by a specific entity, a synonym span or a shared
-  word stem: the :mod:`memory.reasoning.implicit` scorer (C's embedding against E's
+  word stem (a specific lexeme, or two derived from one word: "acquire" /
+  "acquisition", "öksürük" / "öksürüğe", not the compound "klantenservice" /
+  "klant", see :func:`_derived`): the :mod:`memory.reasoning.implicit` scorer (C's embedding against E's
   cause side, plus a bonus when C states a change), plus
   - ``LINK_BONUS`` when C's *predicate* (what C says happened: the words outside its
     subject, or its edge's effect span) names E's *cause side* (E's edge cause span,
@@ -30,8 +32,9 @@ not score clearly higher.
 
 The chain an answer states is walked with ``strict=True``, since it is read as the
 cause: links also come from *thematic progression* (C's rheme, the non-hub lexemes
-of the second half of the sentence by word position, names E's theme, the first
-half: language-blind), or E's edge naming a cause span C states; the English parse
+of the second half of the sentence by word position, the middle word included,
+names E's theme, the words before the middle, by the same lexeme or one derived
+from the same word: language-blind), or E's edge naming a cause span C states; the English parse
 counts only between English facts; two facts on one theme that do not progress are
 siblings and no step; the reverse reading may not score higher at all unless E names
 its own cause span; two facts sharing most of their word stems (``RESTATEMENT``)
@@ -115,6 +118,8 @@ class Pool:
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
+        # Derivations of one word meet on a crude stem: "acquire" / "acquisition".
+        self.roots = {pk: _roots(terms) for pk, terms in self.terms.items()}
         self.edges: dict[Any, CausalEdge] = {}
         # Every edge of the facts, without their spans' embeddings: the walk's links are
         # asserted among them (asserted_links(..., edges=pool.all_edges), no second read).
@@ -206,9 +211,42 @@ def _specific_terms(
             if len(lexeme) < 2:
                 continue
             # Positions count every word (stopwords too): the midpoint is the sentence's.
-            (theme if (position or 0) * 2 <= last[pk] + 1 else rheme)[pk].add(lexeme)
+            # The theme is what comes before it; the middle word of an odd count is
+            # already what the sentence says ("La sequía redujo el *agua* disponible
+            # para las plantas"), and in a verb-final language often its object.
+            (theme if (position or 0) * 2 < last[pk] + 1 else rheme)[pk].add(lexeme)
     halves = {pk: (frozenset(theme[pk]), frozenset(rheme[pk])) for pk in ids}
     return {pk: frozenset(terms) for pk, terms in out.items()}, halves
+
+
+def _roots(terms: frozenset[str]) -> dict[str, frozenset[int]]:
+    """A fact's specific lexemes of five letters or more by their first five, with
+    their lengths."""
+    out: dict[str, set[int]] = {}
+    for term in terms:
+        if len(term) >= 5:
+            out.setdefault(term[:5], set()).add(len(term))
+    return {root: frozenset(lengths) for root, lengths in out.items()}
+
+
+# Two lexemes on one crude stem derive from one word when neither is much longer:
+# "acquir" / "acquisit", not "klant" / "klantenservic" (a compound names another thing).
+DERIVED_LENGTH = 0.6
+
+
+def _derived(a: dict[str, frozenset[int]], b: dict[str, frozenset[int]]) -> bool:
+    """Some lexeme of ``a`` and one of ``b`` (given by :func:`_roots`) derive from one word."""
+    return any(
+        min(x, y) >= DERIVED_LENGTH * max(x, y)
+        for root in a.keys() & b.keys()
+        for x in a[root]
+        for y in b[root]
+    )
+
+
+def _meet(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Some lexeme of ``a`` is one of ``b``, or derives from the same word."""
+    return bool(a & b) or _derived(_roots(a), _roots(b))
 
 
 def asserted_links(
@@ -268,7 +306,7 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
         # (its second half) is what E is about (its first half): "La fenêtre ouverte a
         # laissé entrer la pluie." -> "La pluie a inondé le sol du salon". Or E names
         # its cause in an edge and C states it.
-        progress = bool(cause.rheme & effect.theme)
+        progress = _meet(cause.rheme, effect.theme)
         named = effect.cause_vector is not None and bool(cause.words & effect.cause_side)
         linked = progress or named or (linked and english)
         # Two facts about one theme that do not progress are siblings, not a step.
@@ -421,7 +459,8 @@ def walk_back(
         near = [
             pk for pk in pool.ids
             if pk not in seen
-            and ((pk, at) in asserted or (pk, at) in joined or pool.terms[pk] & pool.terms[at])
+            and ((pk, at) in asserted or (pk, at) in joined or pool.terms[pk] & pool.terms[at]
+                 or _derived(pool.roots[pk], pool.roots[at]))
         ]  # fmt: skip
         if not near:
             break

@@ -188,3 +188,28 @@ def test_why_questions_are_recognised_anywhere_in_the_question_and_in_other_lang
 
 def test_because_is_not_a_why_question():
     assert not is_why_question("Lo hizo porque llovía.") and not is_why_question("Where is db-1?")
+
+
+def test_the_anchor_is_the_relevant_fact_whose_chain_says_most_of_the_question(access):
+    # The question names its root and its effect; the fact most like it is another
+    # effect of the root. Relevance is given, so only the choice of anchor is tested.
+    from memory.reasoning.answer import ANCHORS, assemble_chain
+
+    weight = fact(access, "High sodium intake leads to weight gain.", session_id="w")
+    filtering = fact(access, "Kidney damage reduces the kidneys' ability to filter waste.", session_id="k1")
+    kidneys = fact(access, "High blood pressure damages the kidneys.", session_id="k2")
+    pressure = fact(access, "High sodium intake raises blood pressure.", session_id="k3")
+    facts = [
+        {"id": str(item.pk), "content": item.content, "why": {"relevance": relevance, "graph": 0.0}}
+        for item, relevance in ((weight, 0.62), (filtering, 0.52), (pressure, 0.5), (kidneys, 0.46))
+    ]
+    question = "Why does high sodium intake reduce kidney filtration?"
+    chain = assemble_chain(access.tenant_id, facts, facts, question)
+    assert ANCHORS >= 2
+    assert [(h["cause"], h["effect"]) for h in chain] == [
+        (pressure.content, kidneys.content),
+        (kidneys.content, filtering.content),
+    ]
+    # Without the question the most relevant fact anchors: the root's other effect.
+    alone = assemble_chain(access.tenant_id, facts, facts)
+    assert alone[0]["cause"] == pressure.content and alone[0]["effect"] == weight.content

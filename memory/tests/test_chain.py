@@ -15,7 +15,9 @@ from memory.reasoning.chain import (
     LINK_BONUS,
     Pool,
     Profile,
+    _derived,
     _presupposes,
+    _roots,
     cause_score,
     read_words,
     walk_back,
@@ -88,6 +90,41 @@ def test_theme_and_rheme_are_the_halves_of_the_sentence_by_word_position(access)
     # The English rules read a text's words once (the answer's walk weighs it many times).
     reading = read_words(pool.profiles([item.pk])[item.pk].text)
     assert reading is read_words(item.content) and {"gate", "storm"} <= reading.referred
+
+
+def test_the_middle_word_of_an_odd_count_is_in_the_rheme(access):
+    # Nine words: "agua" is the fifth, what the sentence says of the drought.
+    item = fact(access, "La sequía redujo el agua disponible para las plantas.")
+    assert item.text_language == "spanish"
+    theme, rheme = Pool(access.tenant_id, [item.pk]).halves[item.pk]
+    assert "sequ" in theme and {"agu", "plant"} <= rheme
+
+
+def test_words_derived_from_one_word_meet_and_compounds_do_not():
+    assert _derived(_roots(frozenset({"acquir", "rival"})), _roots(frozenset({"acquisit", "expand"})))
+    assert _derived(_roots(frozenset({"öksürük"})), _roots(frozenset({"öksürüğe"})))
+    # A compound names another thing; short lexemes have no crude stem at all.
+    assert not _derived(_roots(frozenset({"klant"})), _roots(frozenset({"klantenservic"})))
+    assert not _derived(_roots(frozenset({"rate"})), _roots(frozenset({"rated"})))
+    assert not _derived(_roots(frozenset({"acquir"})), _roots(frozenset({"market"})))
+
+
+def test_a_derived_word_joins_two_facts_and_carries_the_progression():
+    # "The increased capital allowed the firm to acquire a rival." -> "The acquisition
+    # expanded its market share by 15%.": no lexeme in common, one word derived.
+    cause = profile("capital", A, theme={"increas", "capit", "allow"}, rheme={"firm", "acquir", "rival"})
+    effect = profile("share", B, theme={"acquisit", "expand"}, rheme={"market", "share"})
+    assert cause_score(cause, effect, {}, set(), strict=True) == pytest.approx(0.8 + LINK_BONUS, abs=1e-6)
+    assert [pk for pk, _ in walk_back("share", _Pool([effect, cause]), {}, set(), strict=True)] == [  # type: ignore[arg-type]
+        "capital",
+        "share",
+    ]
+    # The same two facts through a compound ("klantenservice" / "klant"): never weighed.
+    compound = profile("service", A, theme={"klantenservic"}, rheme={"chat", "optie"})
+    customer = profile("customer", B, theme={"klant", "meld"}, rheme={"inlogproblem", "ticket"})
+    assert [pk for pk, _ in walk_back("customer", _Pool([customer, compound]), {}, set(), strict=True)] == [  # type: ignore[arg-type]
+        "customer"
+    ]
 
 
 def test_hubs_are_counted_among_the_items_of_their_language(access):
@@ -242,6 +279,7 @@ class _Pool:
     def __init__(self, profiles: list[Profile]) -> None:
         self.ids = [p.pk for p in profiles]
         self.terms = {p.pk: p.words for p in profiles}
+        self.roots = {p.pk: _roots(p.words) for p in profiles}
         self._profiles = {p.pk: p for p in profiles}
 
     def profiles(self, pks: list[str]) -> dict[str, Profile]:
