@@ -8,9 +8,12 @@ a model, from the words PostgreSQL's own configurations drop:
 * every word found in a language's stopword list is evidence for it, shared out
   among the lists holding it ("de" counts a little for seven languages, "the" fully
   for English);
-* letters only some of these languages write (ß, ñ, ı, ø, ő, ã, ...) and scripts
-  one configuration covers (Greek, Arabic, Tamil) are weaker evidence of the same
-  kind, so a sentence without stopwords can still be placed;
+* letters only some of these languages write (ß, ñ, ı, ø, ő, ã, ...; the accented
+  vowels é, á, ó, à, ô, ... too, shared out among the languages writing them) and
+  scripts one configuration covers (Greek, Arabic, Tamil) are weaker evidence of
+  the same kind, so a sentence without stopwords can still be placed, and a short
+  one whose few function words several Romance lists share ("la", "del") is told
+  apart by its accents;
 * the language with the most such words wins; when two hold as many, the one whose
   words fewer lists share must lead by ``MIN_LEAD``; with no evidence or no lead
   the text is ``simple`` (split and lower-cased, no stemming, no stopwords), which
@@ -71,6 +74,20 @@ _LETTERS: dict[str, tuple[str, ...]] = {
     "è": ("french", "italian"),
     "ê": ("french", "portuguese"),
     "ç": ("french", "portuguese", "turkish"),
+    "é": ("french", "spanish", "portuguese", "italian", "hungarian"),
+    "á": ("spanish", "portuguese", "hungarian"),
+    "í": ("spanish", "portuguese", "hungarian"),
+    "ó": ("spanish", "portuguese", "hungarian"),
+    "ú": ("spanish", "portuguese", "hungarian"),
+    "à": ("french", "italian", "portuguese"),
+    "ù": ("french", "italian"),
+    "â": ("french", "portuguese"),
+    "ô": ("french", "portuguese"),
+    "î": ("french",),
+    "û": ("french",),
+    "ë": ("french", "dutch"),
+    "ï": ("french", "dutch"),
+    "œ": ("french",),
 }
 # Scripts a single configuration covers: (first, last code point, configuration).
 _SCRIPTS = (

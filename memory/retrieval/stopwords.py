@@ -83,7 +83,8 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
     ),
     "french": frozenset(
         "pourquoi parce très plus cette comme aussi donc alors toujours déjà encore depuis chez lorsque "
-        "puis ainsi"
+        # French "a" (has) stays out: with English "a" it would tie "a ... on" text.
+        "puis ainsi les avant après sans sous vers dont"
         .split()
     ),
     "spanish": frozenset(

@@ -55,6 +55,20 @@ def test_detects_the_language_of_a_sentence(text, language):
     assert detect(text) == language
 
 
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        # "les" is no word of PostgreSQL's French list but one of its Spanish one.
+        ("Les colis sont arrivés dans les entrepôts.", "french"),
+        # Two function words shared by French, Italian and Spanish; the accents decide.
+        ("La reparación del compresor tardó dos días.", "spanish"),
+        ("La inflamación del hígado causa ictericia.", "spanish"),
+    ],
+)
+def test_short_sentences_are_told_apart_by_their_letters_and_articles(text, language):
+    assert detect(text) == language
+
+
 @pytest.mark.parametrize("text", ["", "ERR-4471", "CPU temperature exceeded 85 degrees", "Lisbon, Porto"])
 def test_latin_text_without_evidence_takes_the_deployment_language(text, settings):
     assert detect(text) == "english"
