@@ -183,18 +183,19 @@ class DatabaseCounterCache(BaseCache):
             _Shared.connection = None
 
 
-def count_hit(cache: BaseCache, key: str, timeout: int) -> int:
-    """Count one hit on the window counter ``key`` (which lives ``timeout`` seconds
-    from its first hit) and return the count so far, atomically on any backend: one
-    statement on this module's table, ``add`` then ``incr`` elsewhere (Redis)."""
+def count_hit(cache: BaseCache, key: str, timeout: int, delta: int = 1) -> int:
+    """Count ``delta`` hits on the window counter ``key`` (which lives ``timeout``
+    seconds from its first hit) and return the count so far, atomically on any
+    backend: one statement on this module's table, ``add`` then ``incr`` elsewhere
+    (Redis)."""
     if isinstance(cache, DatabaseCounterCache):
-        return cache.incr_window(key, timeout)
+        return cache.incr_window(key, timeout, delta=delta)
     cache.add(key, 0, timeout=timeout)
     try:
-        return int(cache.incr(key))
+        return int(cache.incr(key, delta))
     except ValueError:  # expired between add and incr: start the window again
-        cache.add(key, 1, timeout=timeout)
-        return 1
+        cache.add(key, delta, timeout=timeout)
+        return delta
 
 
 def _now_offset() -> float:

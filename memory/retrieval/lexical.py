@@ -15,7 +15,11 @@ tenant's statistics:
   IDF is taken among the items of that language, and it is cached per process
   for ``STATS_TTL`` seconds with the tenant's size and
   languages, so a repeated word costs nothing and the statistics follow the
-  tenant's growth;
+  tenant's growth; once more than ``GROWTH_SHARE`` of the items they counted have
+  been written since, by any process (a shared counter, looked at every
+  ``GROWTH_CHECK_SECONDS``), they are read again at once: a bulk load changes every
+  IDF and every hub of the graph, and ranking with the counts of before it, for up
+  to ``STATS_TTL`` and differently in each web process, was measurably worse;
 * candidates are the visible items containing the *rarest* query terms, taken
   from the rarest up while their summed document frequency stays within
   ``POSTINGS_BUDGET``: a common word ("service" in every incident) still scores the
@@ -51,6 +55,14 @@ MAX_LANGUAGES = 6
 # Summed document frequency of the terms that select candidates (see module doc).
 POSTINGS_BUDGET = 4000
 STATS_TTL = 300.0
+# Items written since a tenant's statistics were read, as a share of the items they
+# counted (and at least GROWTH_FLOOR), after which they are read again; the shared
+# count of written items is looked at once per GROWTH_CHECK_SECONDS per process.
+GROWTH_SHARE = 0.05
+GROWTH_FLOOR = 20
+GROWTH_CHECK_SECONDS = 1.0
+# The shared count restarts after this long; a reader then reads the statistics again.
+WRITTEN_WINDOW = 30 * 86400
 _MAX_CACHED = 50_000
 
 # A (language, lexeme) pair: the unit of every statistic.
@@ -80,13 +92,15 @@ class Stats:
 
 
 class TtlCounts:
-    """Per-process counts per (tenant, key), each valid for STATS_TTL seconds: the
+    """Per-process counts per (tenant, key), each valid for STATS_TTL seconds and until
+    the tenant's statistics are read again after it grew (:func:`note_written`): the
     document frequency of a term, the mentions of an entity. Counts change slowly and
     reading them again on every query was a large share of a query's statements."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.counts: dict[tuple[Any, Any], tuple[float, int]] = {}
+        # (tenant, key) -> (read at, count, the tenant's statistics epoch then)
+        self.counts: dict[tuple[Any, Any], tuple[float, int, int]] = {}
 
     def clear(self) -> None:
         with self.lock:
@@ -97,11 +111,12 @@ class TtlCounts:
     ) -> dict[Any, int]:
         """The count of every key: cached ones as cached, the others by ``read``."""
         now = time.monotonic()
+        epoch = cache.epochs.get(tenant_id, 0)
         with self.lock:
             known = {
                 key: hit[1]
                 for key in keys
-                if (hit := self.counts.get((tenant_id, key))) and now - hit[0] < STATS_TTL
+                if (hit := self.counts.get((tenant_id, key))) and now - hit[0] < STATS_TTL and hit[2] == epoch
             }
         missing = [key for key in keys if key not in known]
         if missing:
@@ -113,7 +128,7 @@ class TtlCounts:
                 for key, count in fresh.items():
                     # A key nothing holds yet is not cached: the next write may bring it.
                     if count > 0:
-                        self.counts[(tenant_id, key)] = (now, count)
+                        self.counts[(tenant_id, key)] = (now, count, epoch)
         return known
 
 
@@ -122,24 +137,64 @@ class _Cache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        # tenant -> (read at, items per language, mean length)
-        self.corpus: dict[Any, tuple[float, dict[str, int], float]] = {}
+        # tenant -> (read at, items per language, mean length, shared written count then)
+        self.corpus: dict[Any, tuple[float, dict[str, int], float, int]] = {}
         self.df = TtlCounts()
+        # tenant -> when this process last looked at the shared written count
+        self.checked: dict[Any, float] = {}
+        # tenant -> how many times its corpus was read: the counts of an older epoch
+        # (TtlCounts) are read again.
+        self.epochs: dict[Any, int] = {}
 
     def clear(self) -> None:
         with self.lock:
             self.corpus.clear()
+            self.checked.clear()
         self.df.clear()
 
 
 cache = _Cache()
 
 
-def _corpus(tenant_id: Any, now: float) -> tuple[float, dict[str, int], float]:
+def _written_key(tenant_id: Any) -> str:
+    return f"fedmem:items-written:{tenant_id}"
+
+
+def note_written(tenant_id: Any, count: int) -> None:
+    """``count`` new items of the tenant were written (the write path calls this, one
+    statement on the shared counters per write request)."""
+    from django.core.cache import caches
+
+    from core.counters import count_hit
+
+    count_hit(caches["counters"], _written_key(tenant_id), WRITTEN_WINDOW, delta=count)
+
+
+def _written(tenant_id: Any) -> int:
+    from django.core.cache import caches
+
+    return int(caches["counters"].get(_written_key(tenant_id), 0))
+
+
+def _grown(tenant_id: Any, corpus: tuple[float, dict[str, int], float, int], now: float) -> bool:
+    """More items were written since ``corpus`` was read than it may be trusted with
+    (looked at once per GROWTH_CHECK_SECONDS per process)."""
+    with cache.lock:
+        if now - cache.checked.get(tenant_id, 0.0) < GROWTH_CHECK_SECONDS:
+            return False
+        cache.checked[tenant_id] = now
+    written, seen = _written(tenant_id), corpus[3]
+    # A count below the one seen restarted (WRITTEN_WINDOW): nothing is known.
+    return written < seen or written - seen > max(GROWTH_FLOOR, GROWTH_SHARE * sum(corpus[1].values()))
+
+
+def _corpus(tenant_id: Any, now: float) -> tuple[float, dict[str, int], float, int]:
     with cache.lock:
         corpus = cache.corpus.get(tenant_id)
-    if corpus is not None and now - corpus[0] < STATS_TTL:
+    if corpus is not None and now - corpus[0] < STATS_TTL and not _grown(tenant_id, corpus, now):
         return corpus
+    # Read before the counts: what is written meanwhile is counted again next time.
+    written = _written(tenant_id)
     with connection.cursor() as cursor:
         # Sizes per language by the (tenant, text_language) index; the mean length
         # from a sample (it only scales the length normalization).
@@ -152,9 +207,11 @@ def _corpus(tenant_id: Any, now: float) -> tuple[float, dict[str, int], float]:
         )
         languages, avg_length = cursor.fetchone()
     sizes = {str(k): int(v) for k, v in json.loads(languages or "{}").items()}
-    corpus = (now, sizes, float(avg_length or 1.0))
+    corpus = (now, sizes, float(avg_length or 1.0), written)
     with cache.lock:
         cache.corpus[tenant_id] = corpus
+        cache.checked[tenant_id] = now
+        cache.epochs[tenant_id] = cache.epochs.get(tenant_id, 0) + 1
     return corpus
 
 

@@ -156,6 +156,58 @@ def test_statistics_count_terms_per_language(access):
     assert stats.languages == {"german": 2, "english": 1}
 
 
+def test_statistics_are_read_again_once_the_tenant_has_grown(
+    access, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 0.0)
+    remember(access, "Die Lieferung kam zu spät.", scope="agent")
+    lexical.cache.clear()
+    term = ("german", "liefer")
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    # Fewer writes than the growth floor: the cached statistics stand (within the TTL).
+    with django_capture_on_commit_callbacks(execute=True):
+        remember(access, "Die Lieferung Nummer 2 war vollständig.", scope="agent")
+    stats = lexical.tenant_stats(access.tenant_id, [term])
+    assert stats.df[term] == 1 and stats.languages == {"german": 1}
+    # Written but not yet committed: not counted, so nothing is read again.
+    with django_capture_on_commit_callbacks(execute=False) as pending:
+        for n in range(lexical.GROWTH_FLOOR):
+            remember(access, f"Die Lieferung Nummer {n + 3} kam am Hafen an.", scope="agent")
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    # Committed (the callbacks run): the next query counts every item and term again.
+    for callback in pending:
+        callback()
+    stats = lexical.tenant_stats(access.tenant_id, [term])
+    assert stats.df[term] == lexical.GROWTH_FLOOR + 2
+    assert stats.languages == {"german": lexical.GROWTH_FLOOR + 2}
+
+
+def test_growth_counted_by_another_process_is_seen_too(access, monkeypatch):
+    monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 0.0)
+    remember(access, "Die Lieferung kam zu spät.", scope="agent")
+    lexical.cache.clear()
+    term = ("german", "liefer")
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    # Rows this process did not write; the other process's write path counts them on
+    # the shared counters.
+    MemoryItem.objects.bulk_create(
+        MemoryItem(
+            tenant_id=access.tenant_id, agent=access.agent, scope="agent", scopes=["agent"],
+            content_hash=f"h{n}", content=f"Die Lieferung Nummer {n} kam an.", text_language="german",
+            embedding=[0.0] * 383 + [1.0],
+        )
+        for n in range(30)
+    )  # fmt: skip
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    lexical.note_written(access.tenant_id, 30)
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 31
+    # Looked at once per GROWTH_CHECK_SECONDS: within it, a later bump waits.
+    monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 3600.0)
+    MemoryItem.objects.filter(tenant_id=access.tenant_id, content_hash="h0").delete()
+    lexical.note_written(access.tenant_id, 100)
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 31
+
+
 def test_a_query_in_a_language_new_to_the_tenant_is_still_analysed_in_it(access):
     remember(access, "The warehouse opened in March.", scope="agent")
     lexical.cache.clear()

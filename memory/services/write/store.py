@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from memory.enforcement import MemoryAccess
 from memory.models import ItemSentence, MemoryHistory, MemoryItem
+from memory.retrieval import lexical
 from memory.services.hooks import items_written
 from memory.services.write import guards
 from memory.services.write.drafts import Prepared, Sentence, WriteOutcome
@@ -235,4 +237,7 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
         MemoryHistory.objects.bulk_create(history)
     if fresh:
         items_written([item.pk for item in fresh], inputs=handed)
+        # Counted once they are visible: a reader that re-reads its statistics on the
+        # count must find the items there.
+        transaction.on_commit(partial(lexical.note_written, access.tenant_id, len(fresh)))
     return outcomes
