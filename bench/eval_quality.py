@@ -21,7 +21,10 @@ Sets and figures (top 10 of every read path):
   ``reasoning_cases_extra.jsonl`` (every case's corpus in one agent): chain@10 (share
   of the gold chain in the top 10), full@10 (whole chain in the top 10), recall@5,
   precision@5 (gold facts among the first five / 5); answer-root@1 (the root cause
-  the answer states is the gold chain's first fact).
+  the answer states is the gold chain's first fact); the stated chain (the facts the
+  answer's chain rests on, ``detail.chain_item_ids``): how often one is stated, its
+  precision (its facts that are gold) and recall (the gold facts it names), and
+  exact (it is the gold chain, in order).
 * ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (German, Spanish, French),
   scored as ``causal_cases.jsonl``. Multilingual full text was tuned against it, so
   ``reasongraph-heldout4``: ``causal_cases_batch4_trnl.jsonl`` (Turkish, Dutch) is
@@ -238,6 +241,18 @@ class Api:
         return [f["id"] for f in body["facts"]][:10], root, body
 
 
+def stated_chain_scores(stated: list[str], gold: list[str]) -> dict[str, float | None]:
+    """How the answer's stated chain (its facts, root first) compares with the gold one;
+    precision is None when no chain is stated (it is averaged over stated chains)."""
+    hits = len(set(stated) & set(gold))
+    return {
+        "stated": float(bool(stated)),
+        "precision": hits / len(stated) if stated else None,
+        "recall": hits / len(gold) if gold else 0.0,
+        "exact": float(stated == gold),
+    }
+
+
 # --- plain vector baseline ------------------------------------------------------------
 
 
@@ -321,12 +336,14 @@ def eval_chains(
     matrix = vectors.embed([f["content"] for f in facts])
     rows: dict[str, list[dict[str, float]]] = {p: [] for p in paths}
     roots: list[float] = []
+    stated: list[dict[str, float | None]] = []
 
     text_of = dict(zip(ids, (f["content"] for f in facts), strict=True))
 
-    def one(q: dict[str, Any]) -> tuple[dict[str, dict[str, float]], float, dict[str, Any]]:
+    def one(q: dict[str, Any]) -> tuple[dict[str, dict[str, float]], float, dict[str, Any], dict[str, Any]]:
         gold = [by_text[g] for g in q["gold"] if g in by_text]
         answer_ids, root, body = api.answer(q["query"]) if "answer" in paths else ([], None, None)
+        chain = body["answer"]["detail"].get("chain_item_ids", []) if body else []
         read = {
             "vector": lambda: vectors.top(matrix, ids, q["query"]),
             "keyword": lambda: api.recall(q["query"], "keyword"),
@@ -345,22 +362,29 @@ def eval_chains(
             ],
             "root_ok": root == gold[0],
             "answer_root": text_of.get(root or "", root),
+            "answer_chain": [text_of.get(i, i) for i in chain],
             "answer": body["answer"]["text"] if body else None,
             "answer_facts": [text_of.get(i, i) for i in body["answer"]["detail"].get("fact_ids", [])]
             if body
             else [],
             "graph_top10": [text_of.get(i, i) for i in ranked.get("graph", [])],
         }
-        return {p: chain_scores(r, gold) for p, r in ranked.items()}, float(root == gold[0]), record
+        scores = {p: chain_scores(r, gold) for p, r in ranked.items()}
+        return scores, float(root == gold[0]), stated_chain_scores(chain, gold), record
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for scores, root_ok, record in pool.map(one, questions):
+        for scores, root_ok, chain_scored, record in pool.map(one, questions):
             for p, s in scores.items():
                 rows[p].append(s)
             roots.append(root_ok)
+            stated.append(chain_scored)
             if dump is not None:
                 dump.write(json.dumps(record, ensure_ascii=False) + "\n")
-    return {p: mean_rows(r) for p, r in rows.items()}, sum(roots) / len(roots), len(set(ids))
+    answered = {"root@1": sum(roots) / len(roots)}
+    for key in ("stated", "precision", "recall", "exact"):
+        values = [s[key] for s in stated if s[key] is not None]
+        answered[key] = sum(values) / len(values) if values else 0.0
+    return {p: mean_rows(r) for p, r in rows.items()}, answered, len(set(ids))
 
 
 def mean_rows(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -710,7 +734,7 @@ def main() -> None:
                 if dump is not None:
                     dump.write(json.dumps({"set": label}) + "\n")
                 chain_paths = tuple(args.chain_paths.split(","))
-                table, root, n_facts = eval_chains(
+                table, answered, n_facts = eval_chains(
                     Api(base, agent), vectors, facts, questions, chain_paths, dump
                 )
                 print(f"\n{label}: {len(questions)} questions, {n_facts} facts in one agent, "
@@ -722,7 +746,10 @@ def main() -> None:
                     print(f"{path:<22}{row['chain@10']:>10.2f}{row['full@10']:>9.2f}{row['recall@5']:>10.2f}"
                           f"{row['precision@5']:>8.2f}")  # fmt: skip
                 if "answer" in chain_paths:
-                    print(f"answer-root@1: {root:.2f}")
+                    a = answered
+                    print(f"answer-root@1: {a['root@1']:.2f}; stated chain in {a['stated']:.2f} of the "
+                          f"questions, precision {a['precision']:.2f}, recall {a['recall']:.2f}, "
+                          f"exact {a['exact']:.2f}")  # fmt: skip
             if dump is not None:
                 dump.close()
         if "contradictions" in sets:

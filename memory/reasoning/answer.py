@@ -69,7 +69,14 @@ def chain_among(tenant_id: Any, item_ids: list[Any]) -> list[dict[str, Any]]:
     chains = [longest(edge, frozenset({edge.pk})) for edge in edges]
     chosen = max(chains, key=lambda chain: (len(chain), -_cost(chain, rank)))
     return [
-        {"cause": e.cause, "effect": e.effect, "cue": e.cue, "item_id": str(e.item_id), "edge_id": e.pk}
+        {
+            "cause": e.cause,
+            "effect": e.effect,
+            "cue": e.cue,
+            "item_id": str(e.item_id),
+            "effect_item_id": str(e.item_id),
+            "edge_id": e.pk,
+        }
         for e in chosen
     ]
 
@@ -220,13 +227,16 @@ def assemble_chain(
     scorer = get_scorer().name
     chain = []
     for cause, effect in itertools.pairwise(path):
+        # Each hop names the fact stating its cause (cited) and the one stating its effect.
+        items = {"item_id": str(cause), "effect_item_id": str(effect)}
         if (cause, effect) in asserted:
             edge = asserted[(cause, effect)][1]
-            chain.append({"cause": edge.cause, "effect": edge.effect, "cue": edge.cue,
-                          "item_id": str(cause), "edge_id": edge.pk})  # fmt: skip
+            chain.append(
+                {"cause": edge.cause, "effect": edge.effect, "cue": edge.cue, **items, "edge_id": edge.pk}
+            )
         else:
-            chain.append({"cause": texts[cause], "effect": texts[effect], "cue": f"implicit ({scorer})",
-                          "item_id": str(cause), "edge_id": None})  # fmt: skip
+            implicit = {"cause": texts[cause], "effect": texts[effect], "cue": f"implicit ({scorer})"}
+            chain.append({**implicit, **items, "edge_id": None})
     # The anchor's own asserted edges (the last effect is what was asked about) close the chain.
     return chain + own
 
@@ -253,6 +263,10 @@ def answer_from(
     result.citations = [c for c in result.citations if c in allowed] or allowed
     if chain:
         result.detail["root_item_id"] = chain[0]["item_id"]
+        # The facts the stated chain rests on, root first, ending at the fact asked about.
+        result.detail["chain_item_ids"] = list(
+            dict.fromkeys(pk for hop in chain for pk in (hop["item_id"], hop["effect_item_id"]))
+        )
     result.detail["facts_on_question"] = len(kept)
     result.detail["fact_ids"] = allowed
     result.detail["facts_considered"] = len(facts)

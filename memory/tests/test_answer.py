@@ -33,6 +33,11 @@ def test_why_question_states_the_chain_root_cause_first_and_cites_it(world, as_a
     assert answer["text"].startswith("Root cause: Verbose debug logging")
     # The chain, in causal order, each hop cited to the fact asserting it.
     assert [h["item_id"] for h in body["chain"]] == [str(i.pk) for i in incident]
+    # Each hop also names the fact stating its effect: the next hop's cause, and the
+    # fact asked about (whose own edge closes the chain) for the last ones.
+    ids = [str(i.pk) for i in incident]
+    assert [h["effect_item_id"] for h in body["chain"]] == [*ids[1:], ids[-1]]
+    assert answer["detail"]["chain_item_ids"] == ids
     assert answer["citations"] == [str(i.pk) for i in incident]
     positions = [answer["text"].index(f"[{i.pk}]") for i in incident]
     assert positions == sorted(positions)
@@ -164,7 +169,7 @@ def test_why_question_without_a_supported_chain_says_so_and_cites_what_it_used(w
     answer = body["answer"]
     assert body["chain"] == [] and answer["detail"]["form"] == "no_chain"
     assert answer["text"].startswith("No causal chain in memory explains this. Related facts: ")
-    assert "root_item_id" not in answer["detail"]
+    assert "root_item_id" not in answer["detail"] and "chain_item_ids" not in answer["detail"]
     assert str(plants.pk) in answer["citations"]
     assert set(answer["citations"]) <= set(answer["detail"]["fact_ids"])
 
