@@ -152,7 +152,7 @@ def test_entity_mention_counts_are_read_once_per_ttl(access, monkeypatch):
     assert first and counted(captured) == 1
     cached = {
         key[1]: count
-        for key, (_at, count) in graphrank.entity_counts.counts.items()
+        for key, (_at, count, _epoch) in graphrank.entity_counts.counts.items()
         if key[0] == access.tenant_id
     }
     assert max(cached.values()) == 2  # "Leeds depot", in both facts
