@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import connection
 from django.db.models import BooleanField, FloatField, Q
@@ -48,6 +48,18 @@ def prefixed(q: Q, prefix: str) -> Q:
         for child in q.children
     ]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """What a rank reads of a candidate fact before it knows which it returns."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("id", "agent_id", "session_id")
+
+    pk: Any
+    agent_id: Any
+    session_id: str
+    similarity: float | None
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,25 @@ class View:
             markers=(QUERY_VECTOR,),
         )
         return list(MemoryItem.objects.raw(sql, [similar_to if p is QUERY_VECTOR else p for p in params]))
+
+    def candidates(self, item_ids: Sequence[Any], similar_to: str) -> list[Candidate]:
+        """The visible items of ``item_ids`` as :class:`Candidate` rows, with their
+        similarity to the query vector literal ``similar_to``: the statement of
+        ``items_of(item_ids, only=Candidate.COLUMNS, similar_to=...)``, read as tuples. A
+        rank reads a few hundred per call; a model per row cost more than the statement."""
+        if not item_ids:
+            return []
+        only = Candidate.COLUMNS
+        sql, params = compiled(
+            ("items", only, (), True),
+            self.q & Q(pk__any=list(item_ids)),
+            partial(_items_statement, only, (), True),
+            markers=(QUERY_VECTOR,),
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [similar_to if p is QUERY_VECTOR else p for p in params])
+            at = [[c.name for c in cursor.description].index(name) for name in (*only, "similarity")]
+            return [Candidate(*(row[i] for i in at)) for row in cursor.fetchall()]
 
     def edges_of(self, item_ids: list[Any]) -> list[Edge]:
         """The visible edges the items of ``item_ids`` assert, by id."""

@@ -85,7 +85,9 @@ TEMPERATURE = 0.05
 
 @dataclass
 class Ranked:
-    item: MemoryItem
+    # A MemoryItem as returned; a graph.Candidate (its id, agent, session, similarity)
+    # while the rank orders a few hundred.
+    item: Any
     score: float
     relevance: float
     similarity: float
@@ -144,15 +146,20 @@ def _mention_counts(entity_ids: list[int]) -> dict[int, int]:
 entity_counts = TtlCounts()
 
 
-def entity_weights(tenant_id: Any, entity_ids: list[int], documents: int) -> dict[int, tuple[str, float]]:
-    """entity id -> (name, bridge weight) for the entities that may bridge."""
+def entity_weights(
+    tenant_id: Any, entity_ids: list[int], documents: int, *, normalized: dict[int, str] | None = None
+) -> dict[int, tuple[str, float]]:
+    """entity id -> (name, bridge weight) for the entities that may bridge; each read
+    entity's normalized name put in ``normalized`` when given (for entity_synonyms)."""
     if not entity_ids:
         return {}
     rows = fetch(("entity names",), Q(pk__any=list(entity_ids)), _entity_rows)
     df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
-    for pk, name, normalized, label in rows:
-        weight = bridge_weight(normalized, label, df.get(pk, 0), documents)
+    for pk, name, normalized_name, label in rows:
+        if normalized is not None:
+            normalized[pk] = normalized_name
+        weight = bridge_weight(normalized_name, label, df.get(pk, 0), documents)
         if weight > 0:
             out[pk] = (name, weight)
     return out
@@ -305,7 +312,9 @@ def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
     return stored_vectors(Entity, entity_ids)
 
 
-def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
+def entity_synonyms(
+    entity_ids: list[int], normalized: dict[int, str] | None = None
+) -> list[tuple[int, int, float]]:
     """Pairs of distinct entities whose names' embeddings are near enough to be one thing,
     and whose identifiers and distinguishing words agree ("incident 12" and "incident 13"
     embed at cosine 0.85, "the north warehouse" and "the south warehouse" at 0.80; they
@@ -316,10 +325,15 @@ def entity_synonyms(entity_ids: list[int]) -> list[tuple[int, int, float]]:
     ids, matrix = entity_vectors(entity_ids)
     if len(ids) < 2:
         return []
-    names = {
-        pk: normalized
-        for pk, _name, normalized, _label in fetch(("entity names",), Q(pk__any=list(ids)), _entity_rows)
-    }
+    # The normalized names, as entity_weights read them (given), else read now.
+    names = (
+        normalized
+        if normalized is not None and all(pk in normalized for pk in ids)
+        else {
+            pk: name
+            for pk, _name, name, _label in fetch(("entity names",), Q(pk__any=list(ids)), _entity_rows)
+        }
+    )
     # Names with the same distinctions share a code; only equal codes may pair.
     codes: dict[frozenset[str], int] = {}
     code = np.fromiter((codes.setdefault(distinctions(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
@@ -363,6 +377,8 @@ def rank(
         reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
+    # Each read entity's normalized name: the synonyms test them without reading again.
+    normalized: dict[int, str] = {}
     terms: list[tuple[Any, Any, float]] = []
     sources = [h.item for h in hits[:TERM_SOURCES]]
     # The mentions of every item read so far: the graph below needs them again.
@@ -390,7 +406,7 @@ def rank(
         read_mentions.update(frontier)
         known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
-        weights.update(entity_weights(tenant_id, new_entities, documents))
+        weights.update(entity_weights(tenant_id, new_entities, documents, normalized=normalized))
         source: dict[int, Any] = {}
         for item_id, entity_id in mentions:
             if entity_id in weights:
@@ -413,17 +429,15 @@ def rank(
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
     # What the graph needs of each candidate; whole rows (every field parsed into a
     # model) are read below for the returned ones only, not for a few hundred.
-    rows = {
-        item.pk: item
-        for item in view.items_of(list(reach), only=("id", "agent_id", "session_id"), similar_to=vector)
-    }
+    rows = {row.pk: row for row in view.candidates(list(reach), vector)}
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
     # Only the items no round has read: the others' mentions are already known.
     in_graph = set(ids)
     all_mentions = [m for m in known_mentions if m[0] in in_graph]
     all_mentions += item_mentions(tenant_id, [pk for pk in ids if pk not in read_mentions])
-    weights.update(entity_weights(tenant_id, sorted({e for _, e in all_mentions} - set(weights)), documents))
+    fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
+    weights.update(entity_weights(tenant_id, fresh_entities, documents, normalized=normalized))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
         index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
@@ -463,7 +477,7 @@ def rank(
             mentioned_by.setdefault(entity_id, set()).add(item_id)
             entities_of.setdefault(item_id, set()).add(entity_id)
     synonym_entities: set[tuple[int, int]] = set()
-    for a, b, sim_ab in entity_synonyms(entity_ids):
+    for a, b, sim_ab in entity_synonyms(entity_ids, normalized):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
         synonym_entities |= {(a, b), (b, a)}

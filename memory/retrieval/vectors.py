@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Model
+from django.db.models import BinaryField, Model
+from django.db.models.expressions import RawSQL
 
 _HEADER = 4  # dimensions and the reserved word, two bytes each
 
@@ -43,3 +44,17 @@ def stored_vectors(
     # Every row has the column's dimensions.
     matrix = np.vstack([np.frombuffer(bytes(data), dtype=">f4", offset=_HEADER) for _pk, data in rows])
     return [key for key, _data in rows], matrix.astype(np.float32)
+
+
+def sent_column(table: str, column: str) -> RawSQL:
+    """``vector_send`` of ``table.column``, as an annotation: a statement that reads
+    other fields reads the vector with them (decoded by :func:`from_sent`)."""
+    quote = connection.ops.quote_name
+    return RawSQL(f"vector_send({quote(table)}.{quote(column)})", [], output_field=BinaryField())  # noqa: S611 - names from the model
+
+
+def from_sent(data: bytes | memoryview | None) -> np.ndarray | None:
+    """One vector of ``vector_send``'s binary form, as float32 (None for NULL)."""
+    if data is None:
+        return None
+    return np.frombuffer(bytes(data), dtype=">f4", offset=_HEADER).astype(np.float32)

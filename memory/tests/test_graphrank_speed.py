@@ -14,6 +14,7 @@ from memory.retrieval.hybrid import RecallQuery
 from memory.retrieval.lexical import bm25_rows, bm25_rows_many
 from memory.tests.graph_helpers import DISTRACTOR, INCIDENT, fact
 from memory.tests.graphrank_reference import _causal_neighbours as reference_causal_neighbours
+from memory.tests.graphrank_reference import asserted_links as reference_asserted_links
 from memory.tests.graphrank_reference import bm25_rows as reference_bm25_rows
 from memory.tests.graphrank_reference import reference_rank
 
@@ -122,6 +123,10 @@ def test_the_links_among_a_pools_edges_are_the_links_read_on_their_own(access, w
     ids = list(MemoryItem.objects.filter(agent=access.agent).order_by("pk").values_list("pk", flat=True))
     whole = asserted_links(access.tenant_id, ids)
     assert whole
+    # One probe of the (source, target) index per edge reads what both arrays on the
+    # link table read, for every subset (and nothing for none).
+    for chosen in (ids, ids[::2], ids[1::2], ids[:1], []):
+        assert asserted_links(access.tenant_id, chosen) == reference_asserted_links(access.tenant_id, chosen)
     for chosen in (ids, ids[::2], ids[1::2]):
         pool = Pool(access.tenant_id, chosen)
         assert asserted_links(access.tenant_id, chosen, edges=pool.all_edges) == asserted_links(

@@ -255,23 +255,16 @@ def test_a_marker_equal_to_a_stand_in_leaves_the_shape_uncached(access):
 
 
 def test_fetched_rows_are_the_querysets_rows(access):
-    from memory.models import CausalEdge, Mention
-    from memory.reasoning import chain
+    from memory.models import Mention
     from memory.retrieval import graphrank
 
     items = [fact(access, text, session_id=session) for session, text in INCIDENT]
     ids = [i.pk for i in items]
     entities = sorted(set(Mention.objects.filter(item_id__in=ids).values_list("entity_id", flat=True)))
-    edges = list(CausalEdge.objects.filter(item_id__in=ids).values_list("pk", flat=True))
-    assert entities and len(edges) >= 3
+    assert entities
     cases = [
         (("entity names",), Q(pk__any=entities), graphrank._entity_rows),
         (("item mentions",), Q(tenant_id=access.tenant_id, item_id__any=ids), graphrank._mention_rows),
-        (
-            ("links among edges",),
-            Q(tenant_id=access.tenant_id, source_id__any=edges, target_id__any=edges),
-            chain._link_rows,
-        ),
     ]
     for purpose, cond, build in cases:
         expected = list(build(cond))
