@@ -147,13 +147,24 @@ entity_counts = TtlCounts()
 
 
 def entity_weights(
-    tenant_id: Any, entity_ids: list[int], documents: int, *, normalized: dict[int, str] | None = None
+    tenant_id: Any,
+    entity_ids: list[int],
+    documents: int,
+    *,
+    normalized: dict[int, str] | None = None,
+    names: dict[int, tuple[str, str, str]] | None = None,
 ) -> dict[int, tuple[str, float]]:
     """entity id -> (name, bridge weight) for the entities that may bridge; each read
-    entity's normalized name put in ``normalized`` when given (for entity_synonyms)."""
+    entity's normalized name put in ``normalized`` when given (for entity_synonyms).
+    ``names``: entity id -> (name, normalized, label) already read with the mentions
+    (:func:`item_mentions_named`); the others are read here."""
     if not entity_ids:
         return {}
-    rows = fetch(("entity names",), Q(pk__any=list(entity_ids)), _entity_rows)
+    known = names or {}
+    rows = [(pk, *known[pk]) for pk in entity_ids if pk in known]
+    if len(rows) < len(entity_ids):
+        missing = [pk for pk in entity_ids if pk not in known]
+        rows += fetch(("entity names",), Q(pk__any=missing), _entity_rows)
     df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
     for pk, name, normalized_name, label in rows:
@@ -171,6 +182,28 @@ def _entity_rows(condition: Q) -> Any:
 
 def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
     return fetch(("item mentions",), Q(tenant_id=tenant_id, item_id__any=list(item_ids)), _mention_rows)
+
+
+def item_mentions_named(
+    tenant_id: Any, item_ids: list[Any], names: dict[int, tuple[str, str, str]]
+) -> list[tuple[Any, int]]:
+    """:func:`item_mentions`, each entity's (name, normalized, label) put in ``names``:
+    the rank weighs the entities it meets, and read apart their names cost a statement."""
+    rows = fetch(
+        ("item mentions named",), Q(tenant_id=tenant_id, item_id__any=list(item_ids)), _named_mention_rows
+    )
+    for _item, entity, name, normalized, label in rows:
+        names[entity] = (name, normalized, label)
+    return [(item, entity) for item, entity, *_names in rows]
+
+
+def _named_mention_rows(condition: Q) -> Any:
+    return (
+        Mention.objects.filter(condition)
+        .order_by("item_id", "entity_id")
+        .values_list("item_id", "entity_id", "entity__name", "entity__normalized", "entity__label")
+        .distinct()
+    )
 
 
 def _mention_rows(condition: Q) -> Any:
@@ -379,6 +412,8 @@ def rank(
     weights: dict[int, tuple[str, float]] = {}
     # Each read entity's normalized name: the synonyms test them without reading again.
     normalized: dict[int, str] = {}
+    # entity -> (name, normalized, label), read with the mentions.
+    names: dict[int, tuple[str, str, str]] = {}
     terms: list[tuple[Any, Any, float]] = []
     sources = [h.item for h in hits[:TERM_SOURCES]]
     # The mentions of every item read so far: the graph below needs them again.
@@ -402,11 +437,11 @@ def rank(
                 "link": {"from": span_a, "to": span_b},
             }
             reached(b, a, "causal", hop, step)
-        mentions = item_mentions(tenant_id, frontier)
+        mentions = item_mentions_named(tenant_id, frontier, names)
         read_mentions.update(frontier)
         known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
-        weights.update(entity_weights(tenant_id, new_entities, documents, normalized=normalized))
+        weights.update(entity_weights(tenant_id, new_entities, documents, normalized=normalized, names=names))
         source: dict[int, Any] = {}
         for item_id, entity_id in mentions:
             if entity_id in weights:
@@ -435,9 +470,9 @@ def rank(
     # Only the items no round has read: the others' mentions are already known.
     in_graph = set(ids)
     all_mentions = [m for m in known_mentions if m[0] in in_graph]
-    all_mentions += item_mentions(tenant_id, [pk for pk in ids if pk not in read_mentions])
+    all_mentions += item_mentions_named(tenant_id, [pk for pk in ids if pk not in read_mentions], names)
     fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
-    weights.update(entity_weights(tenant_id, fresh_entities, documents, normalized=normalized))
+    weights.update(entity_weights(tenant_id, fresh_entities, documents, normalized=normalized, names=names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
         index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space

@@ -166,6 +166,32 @@ def test_entity_mention_counts_are_read_once_per_ttl(access, monkeypatch):
     assert counted(captured) == 1
 
 
+def test_entity_names_read_with_the_mentions_weigh_as_names_read_apart(access):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    items = [
+        fact(access, text)
+        for text in ("The Leeds depot closed early.", "Alice moved the Leeds depot's orders to York.")
+    ]
+    ids = [i.pk for i in items]
+    names: dict = {}
+    mentions = graphrank.item_mentions_named(access.tenant_id, ids, names)
+    assert mentions and mentions == graphrank.item_mentions(access.tenant_id, ids)
+    entities = sorted({e for _i, e in mentions})
+    assert set(names) == set(entities)
+    apart: dict = {}
+    expected = graphrank.entity_weights(access.tenant_id, entities, 100, normalized=apart)
+    together: dict = {}
+    with CaptureQueriesContext(connection) as captured:
+        got = graphrank.entity_weights(access.tenant_id, entities, 100, normalized=together, names=names)
+    assert got == expected and together == apart
+    assert not any('"memory_entity"' in q["sql"] for q in captured.captured_queries)
+    # An entity the mentions did not name is read as before.
+    partial = {e: names[e] for e in entities[1:]}
+    assert graphrank.entity_weights(access.tenant_id, entities, 100, names=partial) == expected
+
+
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
     from memory.tests.conftest import remember
 

@@ -265,6 +265,11 @@ def test_fetched_rows_are_the_querysets_rows(access):
     cases = [
         (("entity names",), Q(pk__any=entities), graphrank._entity_rows),
         (("item mentions",), Q(tenant_id=access.tenant_id, item_id__any=ids), graphrank._mention_rows),
+        (
+            ("item mentions named",),
+            Q(tenant_id=access.tenant_id, item_id__any=ids),
+            graphrank._named_mention_rows,
+        ),
     ]
     for purpose, cond, build in cases:
         expected = list(build(cond))
