@@ -165,22 +165,19 @@ def _relevance(f: dict[str, Any]) -> float:
 
 def joined_by_entities(tenant_id: Any, ids: list[Any]) -> set[tuple[Any, Any]]:
     """Pairs of the facts that share a specific entity or a synonym span (both ways)."""
-    from memory.retrieval.graphrank import entity_synonyms, entity_weights, item_mentions
+    from memory.retrieval.graphrank import Names, entity_synonyms, entity_weights, item_mentions
     from memory.retrieval.lexical import tenant_stats
 
     mentions = item_mentions(tenant_id, ids)
-    normalized: dict[int, str] = {}
+    names: Names = {}
     weights = entity_weights(
-        tenant_id,
-        sorted({e for _, e in mentions}),
-        tenant_stats(tenant_id, []).documents,
-        normalized=normalized,
+        tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents, names
     )
     entity_items: dict[int, set[Any]] = {}
     for item_id, entity_id in mentions:
         if entity_id in weights:
             entity_items.setdefault(entity_id, set()).add(item_id)
-    for a, b, _sim in entity_synonyms(sorted(entity_items), normalized):
+    for a, b, _sim in entity_synonyms(sorted(entity_items), names):
         joined = entity_items[a] | entity_items[b]
         entity_items[a] = entity_items[b] = joined
     return {(x, y) for group in entity_items.values() for x in group for y in group if x != y}

@@ -147,30 +147,25 @@ entity_counts = TtlCounts()
 
 
 def entity_weights(
-    tenant_id: Any,
-    entity_ids: list[int],
-    documents: int,
-    *,
-    normalized: dict[int, str] | None = None,
-    names: dict[int, tuple[str, str, str]] | None = None,
+    tenant_id: Any, entity_ids: list[int], documents: int, names: Names | None = None
 ) -> dict[int, tuple[str, float]]:
-    """entity id -> (name, bridge weight) for the entities that may bridge; each read
-    entity's normalized name put in ``normalized`` when given (for entity_synonyms).
-    ``names``: entity id -> (name, normalized, label) already read with the mentions
-    (:func:`item_mentions_named`); the others are read here."""
+    """entity id -> (name, bridge weight) for the entities that may bridge. ``names``:
+    the entities' (name, normalized, label) known already (read with the mentions:
+    :func:`item_mentions_named`); the others are read and added to it."""
     if not entity_ids:
         return {}
-    known = names or {}
-    rows = [(pk, *known[pk]) for pk in entity_ids if pk in known]
-    if len(rows) < len(entity_ids):
-        missing = [pk for pk in entity_ids if pk not in known]
-        rows += fetch(("entity names",), Q(pk__any=missing), _entity_rows)
+    known = {} if names is None else names
+    missing = [pk for pk in entity_ids if pk not in known]
+    if missing:
+        for pk, *row in fetch(("entity names",), Q(pk__any=missing), _entity_rows):
+            known[pk] = tuple(row)  # type: ignore[assignment]
     df = entity_counts.get_many(tenant_id, list(entity_ids), _mention_counts)
     out = {}
-    for pk, name, normalized_name, label in rows:
-        if normalized is not None:
-            normalized[pk] = normalized_name
-        weight = bridge_weight(normalized_name, label, df.get(pk, 0), documents)
+    for pk in entity_ids:
+        if pk not in known:  # an entity deleted meanwhile
+            continue
+        name, normalized, label = known[pk]
+        weight = bridge_weight(normalized, label, df.get(pk, 0), documents)
         if weight > 0:
             out[pk] = (name, weight)
     return out
@@ -184,9 +179,11 @@ def item_mentions(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, int]]:
     return fetch(("item mentions",), Q(tenant_id=tenant_id, item_id__any=list(item_ids)), _mention_rows)
 
 
-def item_mentions_named(
-    tenant_id: Any, item_ids: list[Any], names: dict[int, tuple[str, str, str]]
-) -> list[tuple[Any, int]]:
+# entity id -> (name, normalized name, label)
+Names = dict[int, tuple[str, str, str]]
+
+
+def item_mentions_named(tenant_id: Any, item_ids: list[Any], names: Names) -> list[tuple[Any, int]]:
     """:func:`item_mentions`, each entity's (name, normalized, label) put in ``names``:
     the rank weighs the entities it meets, and read apart their names cost a statement."""
     rows = fetch(
@@ -345,9 +342,7 @@ def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
     return stored_vectors(Entity, entity_ids)
 
 
-def entity_synonyms(
-    entity_ids: list[int], normalized: dict[int, str] | None = None
-) -> list[tuple[int, int, float]]:
+def entity_synonyms(entity_ids: list[int], names: Names | None = None) -> list[tuple[int, int, float]]:
     """Pairs of distinct entities whose names' embeddings are near enough to be one thing,
     and whose identifiers and distinguishing words agree ("incident 12" and "incident 13"
     embed at cosine 0.85, "the north warehouse" and "the south warehouse" at 0.80; they
@@ -358,18 +353,15 @@ def entity_synonyms(
     ids, matrix = entity_vectors(entity_ids)
     if len(ids) < 2:
         return []
-    # The normalized names, as entity_weights read them (given), else read now.
-    names = (
-        normalized
-        if normalized is not None and all(pk in normalized for pk in ids)
-        else {
-            pk: name
-            for pk, _name, name, _label in fetch(("entity names",), Q(pk__any=list(ids)), _entity_rows)
-        }
-    )
+    # The normalized names: those given (entity_weights read them), else read now.
+    if names is None or any(pk not in names for pk in ids):
+        names = {pk: tuple(row) for pk, *row in fetch(("entity names",), Q(pk__any=list(ids)), _entity_rows)}  # type: ignore[misc]
+    normalized = {pk: names[pk][1] for pk in ids if pk in names}
     # Names with the same distinctions share a code; only equal codes may pair.
     codes: dict[frozenset[str], int] = {}
-    code = np.fromiter((codes.setdefault(distinctions(names.get(pk, "")), len(codes)) for pk in ids), np.intp)
+    code = np.fromiter(
+        (codes.setdefault(distinctions(normalized.get(pk, "")), len(codes)) for pk in ids), np.intp
+    )
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = matrix / np.where(norms == 0, 1, norms)
     sims = matrix @ matrix.T
@@ -410,10 +402,8 @@ def rank(
         reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
-    # Each read entity's normalized name: the synonyms test them without reading again.
-    normalized: dict[int, str] = {}
-    # entity -> (name, normalized, label), read with the mentions.
-    names: dict[int, tuple[str, str, str]] = {}
+    # Every entity met, read with the mentions or by the weights: the synonyms reuse them.
+    names: Names = {}
     terms: list[tuple[Any, Any, float]] = []
     sources = [h.item for h in hits[:TERM_SOURCES]]
     # The mentions of every item read so far: the graph below needs them again.
@@ -441,7 +431,7 @@ def rank(
         read_mentions.update(frontier)
         known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
-        weights.update(entity_weights(tenant_id, new_entities, documents, normalized=normalized, names=names))
+        weights.update(entity_weights(tenant_id, new_entities, documents, names))
         source: dict[int, Any] = {}
         for item_id, entity_id in mentions:
             if entity_id in weights:
@@ -472,7 +462,7 @@ def rank(
     all_mentions = [m for m in known_mentions if m[0] in in_graph]
     all_mentions += item_mentions_named(tenant_id, [pk for pk in ids if pk not in read_mentions], names)
     fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
-    weights.update(entity_weights(tenant_id, fresh_entities, documents, normalized=normalized, names=names))
+    weights.update(entity_weights(tenant_id, fresh_entities, documents, names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     for e in entity_ids:
         index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
@@ -512,7 +502,7 @@ def rank(
             mentioned_by.setdefault(entity_id, set()).add(item_id)
             entities_of.setdefault(item_id, set()).add(entity_id)
     synonym_entities: set[tuple[int, int]] = set()
-    for a, b, sim_ab in entity_synonyms(entity_ids, normalized):
+    for a, b, sim_ab in entity_synonyms(entity_ids, names):
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
         synonym_entities |= {(a, b), (b, a)}

@@ -42,8 +42,12 @@ def stored_vectors(
     if not rows:
         return [], np.zeros((0, 0), dtype=np.float32)
     # Every row has the column's dimensions.
-    matrix = np.vstack([np.frombuffer(bytes(data), dtype=">f4", offset=_HEADER) for _pk, data in rows])
+    matrix = np.vstack([_floats(data) for _pk, data in rows])
     return [key for key, _data in rows], matrix.astype(np.float32)
+
+
+def _floats(data: bytes | memoryview) -> np.ndarray:
+    return np.frombuffer(bytes(data), dtype=">f4", offset=_HEADER)
 
 
 def sent_column(table: str, column: str) -> RawSQL:
@@ -57,4 +61,4 @@ def from_sent(data: bytes | memoryview | None) -> np.ndarray | None:
     """One vector of ``vector_send``'s binary form, as float32 (None for NULL)."""
     if data is None:
         return None
-    return np.frombuffer(bytes(data), dtype=">f4", offset=_HEADER).astype(np.float32)
+    return _floats(data).astype(np.float32)

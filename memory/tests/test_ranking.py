@@ -181,15 +181,17 @@ def test_entity_names_read_with_the_mentions_weigh_as_names_read_apart(access):
     entities = sorted({e for _i, e in mentions})
     assert set(names) == set(entities)
     apart: dict = {}
-    expected = graphrank.entity_weights(access.tenant_id, entities, 100, normalized=apart)
-    together: dict = {}
+    expected = graphrank.entity_weights(access.tenant_id, entities, 100, apart)
+    assert expected and apart == names  # read apart, the same names
     with CaptureQueriesContext(connection) as captured:
-        got = graphrank.entity_weights(access.tenant_id, entities, 100, normalized=together, names=names)
-    assert got == expected and together == apart
-    assert not any('"memory_entity"' in q["sql"] for q in captured.captured_queries)
-    # An entity the mentions did not name is read as before.
+        assert graphrank.entity_weights(access.tenant_id, entities, 100, dict(names)) == expected
+        assert graphrank.entity_synonyms(entities, names) == graphrank.entity_synonyms(entities)
+    # The first two calls read no entity names; the last one (no names given) does.
+    assert sum('"memory_entity"."name"' in q["sql"] for q in captured.captured_queries) == 1
+    # An entity the mentions did not name is read and added.
     partial = {e: names[e] for e in entities[1:]}
-    assert graphrank.entity_weights(access.tenant_id, entities, 100, names=partial) == expected
+    assert graphrank.entity_weights(access.tenant_id, entities, 100, partial) == expected
+    assert partial == names
 
 
 def test_hybrid_score_fuses_cosine_and_bm25_coverage(access):
