@@ -182,6 +182,25 @@ def test_statistics_are_read_again_once_the_tenant_has_grown(
     assert stats.languages == {"german": lexical.GROWTH_FLOOR + 2}
 
 
+def test_a_write_is_stored_when_its_growth_count_fails(
+    access, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    def counters_down(tenant_id, count):
+        raise ConnectionError("counters backend unreachable")
+
+    monkeypatch.setattr(lexical, "note_written", counters_down)
+    after = []
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        outcome = remember(access, "Die Lieferung kam zu spät.", scope="agent")
+        transaction.on_commit(lambda: after.append("ran"))
+    assert len(callbacks) >= 2
+    # The write stands, and a hook registered after the failing count still ran.
+    assert MemoryItem.objects.filter(pk=outcome.item.pk).exists()
+    assert after == ["ran"]
+
+
 def test_growth_counted_by_another_process_is_seen_too(access, monkeypatch):
     monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 0.0)
     remember(access, "Die Lieferung kam zu spät.", scope="agent")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -238,6 +237,14 @@ def store(access: MemoryAccess, prepared: list[Prepared], via: str) -> list[Writ
     if fresh:
         items_written([item.pk for item in fresh], inputs=handed)
         # Counted once they are visible: a reader that re-reads its statistics on the
-        # count must find the items there.
-        transaction.on_commit(partial(lexical.note_written, access.tenant_id, len(fresh)))
+        # count must find the items there. Robust: the count only hastens a refresh of
+        # the statistics (STATS_TTL bounds it anyway), and a counters backend that fails
+        # must neither turn a stored write into an error nor stop the hooks after it.
+        # (A named function: a robust hook's failure is logged by its __qualname__.)
+        tenant_id, written = access.tenant_id, len(fresh)
+
+        def count_written() -> None:
+            lexical.note_written(tenant_id, written)
+
+        transaction.on_commit(count_written, robust=True)
     return outcomes
