@@ -31,6 +31,7 @@ tenant's statistics:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -51,6 +52,8 @@ B = 0.4
 MAX_QUERY_TERMS = 32
 # The languages a query is analysed in: the tenant's most common ones (and the
 # query's own). Items in a language beyond these are found by their embedding only.
+logger = logging.getLogger(__name__)
+
 MAX_LANGUAGES = 6
 # Summed document frequency of the terms that select candidates (see module doc).
 POSTINGS_BUDGET = 4000
@@ -170,10 +173,16 @@ def note_written(tenant_id: Any, count: int) -> None:
     count_hit(caches["counters"], _written_key(tenant_id), WRITTEN_WINDOW, delta=count)
 
 
-def _written(tenant_id: Any) -> int:
+def _written(tenant_id: Any) -> int | None:
+    """The shared count of the tenant's written items; None when the counters backend
+    does not answer (the statistics then follow their TTL alone)."""
     from django.core.cache import caches
 
-    return int(caches["counters"].get(_written_key(tenant_id), 0))
+    try:
+        return int(caches["counters"].get(_written_key(tenant_id), 0))
+    except Exception:  # a ranking aid: a recall does not fail on it
+        logger.warning("the shared count of written items is unreadable", exc_info=True)
+        return None
 
 
 def _grown(tenant_id: Any, corpus: tuple[float, dict[str, int], float, int], now: float) -> bool:
@@ -184,6 +193,8 @@ def _grown(tenant_id: Any, corpus: tuple[float, dict[str, int], float, int], now
             return False
         cache.checked[tenant_id] = now
     written, seen = _written(tenant_id), corpus[3]
+    if written is None:
+        return False
     # A count below the one seen restarted (WRITTEN_WINDOW): nothing is known.
     return written < seen or written - seen > max(GROWTH_FLOOR, GROWTH_SHARE * sum(corpus[1].values()))
 
@@ -207,7 +218,7 @@ def _corpus(tenant_id: Any, now: float) -> tuple[float, dict[str, int], float, i
         )
         languages, avg_length = cursor.fetchone()
     sizes = {str(k): int(v) for k, v in json.loads(languages or "{}").items()}
-    corpus = (now, sizes, float(avg_length or 1.0), written)
+    corpus = (now, sizes, float(avg_length or 1.0), written or 0)
     with cache.lock:
         cache.corpus[tenant_id] = corpus
         cache.checked[tenant_id] = now

@@ -201,6 +201,25 @@ def test_a_write_is_stored_when_its_growth_count_fails(
     assert after == ["ran"]
 
 
+def test_statistics_are_read_when_the_shared_count_is_unreadable(access, monkeypatch):
+    from django.core.cache import caches
+
+    monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 0.0)
+    remember(access, "Die Lieferung kam zu spät.", scope="agent")
+    lexical.cache.clear()
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("counters backend unreachable")
+
+    monkeypatch.setattr(caches["counters"], "get", unreachable)
+    term = ("german", "liefer")
+    # Read, then kept for their TTL: the growth check cannot look, so it does not refresh.
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    assert lexical.tenant_stats(access.tenant_id, [term]).df[term] == 1
+    rq = RecallQuery(query="Lieferung", scopes=("agent",), keys=Keys(narrow=True), top_k=3)
+    assert [hit.item.content for hit in retrieve(access, rq)] == ["Die Lieferung kam zu spät."]
+
+
 def test_growth_counted_by_another_process_is_seen_too(access, monkeypatch):
     monkeypatch.setattr(lexical, "GROWTH_CHECK_SECONDS", 0.0)
     remember(access, "Die Lieferung kam zu spät.", scope="agent")
