@@ -76,7 +76,15 @@ class AnswerResponseSerializer(serializers.Serializer):
     mode = serializers.CharField()
     answer = AnswerBodySerializer()
     facts = AnswerFactSerializer(many=True)
-    chain = serializers.ListField(child=serializers.DictField(), help_text="Causal hops, root cause first.")
+    chain = serializers.ListField(
+        child=serializers.DictField(),
+        help_text=(
+            "Causal hops, root cause first. Each: cause, effect, cue (the cue word, or "
+            "'implicit (<scorer>)'), item_id (the fact stating the cause), effect_item_id (the fact "
+            "stating the effect), edge_id (the stored causal edge, null for an implicit link). "
+            "answer.detail.chain_item_ids lists the chain's facts, root first; root_item_id is the first."
+        ),
+    )
     entities = serializers.ListField(child=serializers.CharField())
     scopes = serializers.ListField(child=serializers.CharField())
 
