@@ -270,12 +270,7 @@ def asserted_links(
         )
     by_id = {e.pk: e for e in edges}
     out: dict[tuple[Any, Any], tuple[float, CausalEdge]] = {}
-    if not by_id:
-        return out
-    with connection.cursor() as cursor:
-        cursor.execute(_LINKS_AMONG_SQL, [list(by_id), tenant_id, list(by_id)])
-        rows = cursor.fetchall()
-    for source, target, score in rows:
+    for source, target, score in links_among(tenant_id, list(by_id)):
         a, b = by_id[source], by_id[target]
         if a.item_id != b.item_id:
             key = (a.item_id, b.item_id)
@@ -293,6 +288,16 @@ _LINKS_AMONG_SQL = (
     "SELECT l.source_id, l.target_id, l.score FROM memory_span_link l WHERE l.source_id = s.id "
     "AND l.tenant_id = %s AND l.target_id = ANY(%s::bigint[])) AS x ORDER BY x.source_id, x.target_id"
 )
+
+
+def links_among(tenant_id: Any, edge_ids: list[int]) -> list[tuple[int, int, float]]:
+    """(source edge, target edge, score) of the tenant's stored span links among
+    ``edge_ids``, by source then target."""
+    if not edge_ids:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_LINKS_AMONG_SQL, [edge_ids, tenant_id, edge_ids])
+        return [(source, target, score) for source, target, score in cursor.fetchall()]
 
 
 def _restates(cause: Profile, effect: Profile) -> bool:

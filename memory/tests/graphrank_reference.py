@@ -16,8 +16,8 @@ from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
-from memory.models import CausalEdge, SpanLink
-from memory.reasoning.chain import Pool, walk_back
+from memory.models import SpanLink
+from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.graphrank import (
     CAUSAL_WEIGHT,
     CHAIN_BONUS,
@@ -59,29 +59,13 @@ from memory.retrieval.lexical import (
 from memory.retrieval.specificity import session_weight
 
 
-def asserted_links(tenant_id: Any, ids: list[Any]) -> dict[tuple[Any, Any], tuple[float, Any]]:
-    """The links among the facts' edges as the ORM read them (both ids as arrays)."""
-    edges = list(
-        CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(ids)).defer(
-            "cause_embedding", "effect_embedding"
-        )
-    )
-    by_id = {e.pk: e for e in edges}
-    out = {}
-    if not by_id:
-        return out
-    rows = (
-        SpanLink.objects.filter(tenant_id=tenant_id, source_id__any=list(by_id), target_id__any=list(by_id))
+def links_among(tenant_id: Any, edge_ids: list[int]) -> list[tuple[int, int, float]]:
+    """The links among the edges as the ORM read them (both ids as arrays on the table)."""
+    return list(
+        SpanLink.objects.filter(tenant_id=tenant_id, source_id__any=edge_ids, target_id__any=edge_ids)
         .order_by("source_id", "target_id")
         .values_list("source_id", "target_id", "score")
     )
-    for source, target, score in rows:
-        a, b = by_id[source], by_id[target]
-        if a.item_id != b.item_id:
-            key = (a.item_id, b.item_id)
-            if key not in out or out[key][0] < 1.0 + score:
-                out[key] = (1.0 + score, a)
-    return out
 
 
 def _causal_neighbours(

@@ -5,6 +5,8 @@ it was, step by step)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from memory.enforcement import Keys, read_scopes, visible_q
@@ -14,8 +16,8 @@ from memory.retrieval.hybrid import RecallQuery
 from memory.retrieval.lexical import bm25_rows, bm25_rows_many
 from memory.tests.graph_helpers import DISTRACTOR, INCIDENT, fact
 from memory.tests.graphrank_reference import _causal_neighbours as reference_causal_neighbours
-from memory.tests.graphrank_reference import asserted_links as reference_asserted_links
 from memory.tests.graphrank_reference import bm25_rows as reference_bm25_rows
+from memory.tests.graphrank_reference import links_among as reference_links_among
 from memory.tests.graphrank_reference import reference_rank
 
 # Two told matters with near-identical wordings across sessions, facts sharing specific
@@ -117,16 +119,19 @@ def test_the_causal_links_statement_reads_what_the_orm_read(access, written, mon
 
 def test_the_links_among_a_pools_edges_are_the_links_read_on_their_own(access, written):
     # The walk asserts its links among the edges its Pool read, not a second read of them.
-    from memory.models import MemoryItem
-    from memory.reasoning.chain import Pool, asserted_links
+    from memory.models import CausalEdge, MemoryItem
+    from memory.reasoning.chain import Pool, asserted_links, links_among
 
     ids = list(MemoryItem.objects.filter(agent=access.agent).order_by("pk").values_list("pk", flat=True))
     whole = asserted_links(access.tenant_id, ids)
     assert whole
     # One probe of the (source, target) index per edge reads what both arrays on the
-    # link table read, for every subset (and nothing for none).
-    for chosen in (ids, ids[::2], ids[1::2], ids[:1], []):
-        assert asserted_links(access.tenant_id, chosen) == reference_asserted_links(access.tenant_id, chosen)
+    # link table read, for every subset (and nothing for none, or for another tenant).
+    edge_ids = sorted(CausalEdge.objects.filter(item__agent=access.agent).values_list("pk", flat=True))
+    for chosen in (edge_ids, edge_ids[::2], edge_ids[1::2], edge_ids[:1], []):
+        assert links_among(access.tenant_id, chosen) == reference_links_among(access.tenant_id, chosen)
+    assert links_among(access.tenant_id, edge_ids)
+    assert links_among(uuid.uuid4(), edge_ids) == []
     for chosen in (ids, ids[::2], ids[1::2]):
         pool = Pool(access.tenant_id, chosen)
         assert asserted_links(access.tenant_id, chosen, edges=pool.all_edges) == asserted_links(
