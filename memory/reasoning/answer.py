@@ -165,11 +165,11 @@ def _relevance(f: dict[str, Any]) -> float:
 
 def joined_by_entities(tenant_id: Any, ids: list[Any]) -> set[tuple[Any, Any]]:
     """Pairs of the facts that share a specific entity or a synonym span (both ways)."""
-    from memory.retrieval.graphrank import Names, entity_synonyms, entity_weights, item_mentions
+    from memory.retrieval.graphrank import Names, entity_synonyms, entity_weights, item_mentions_named
     from memory.retrieval.lexical import tenant_stats
 
-    mentions = item_mentions(tenant_id, ids)
     names: Names = {}
+    mentions = item_mentions_named(tenant_id, ids, names)
     weights = entity_weights(
         tenant_id, sorted({e for _, e in mentions}), tenant_stats(tenant_id, []).documents, names
     )

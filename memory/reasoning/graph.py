@@ -98,13 +98,19 @@ class View:
         one statement per shape of the visibility condition, the ids one array."""
         if not item_ids:
             return []
+        return list(MemoryItem.objects.raw(*self._items_sql(item_ids, only, defer, similar_to)))
+
+    def _items_sql(
+        self, item_ids: Sequence[Any], only: tuple[str, ...], defer: tuple[str, ...], similar_to: str | None
+    ) -> tuple[str, list[Any]]:
+        """The items statement (compiled once per shape) and its bound parameters."""
         sql, params = compiled(
             ("items", only, defer, similar_to is not None),
             self.q & Q(pk__any=list(item_ids)),
             partial(_items_statement, only, defer, similar_to is not None),
             markers=(QUERY_VECTOR,),
         )
-        return list(MemoryItem.objects.raw(sql, [similar_to if p is QUERY_VECTOR else p for p in params]))
+        return sql, [similar_to if p is QUERY_VECTOR else p for p in params]
 
     def candidates(self, item_ids: Sequence[Any], similar_to: str) -> list[Candidate]:
         """The visible items of ``item_ids`` as :class:`Candidate` rows, with their
@@ -113,16 +119,10 @@ class View:
         rank reads a few hundred per call; a model per row cost more than the statement."""
         if not item_ids:
             return []
-        only = Candidate.COLUMNS
-        sql, params = compiled(
-            ("items", only, (), True),
-            self.q & Q(pk__any=list(item_ids)),
-            partial(_items_statement, only, (), True),
-            markers=(QUERY_VECTOR,),
-        )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [similar_to if p is QUERY_VECTOR else p for p in params])
-            at = [[c.name for c in cursor.description].index(name) for name in (*only, "similarity")]
+            cursor.execute(*self._items_sql(item_ids, Candidate.COLUMNS, (), similar_to))
+            columns = [c.name for c in cursor.description]
+            at = [columns.index(name) for name in (*Candidate.COLUMNS, "similarity")]
             return [Candidate(*(row[i] for i in at)) for row in cursor.fetchall()]
 
     def edges_of(self, item_ids: list[Any]) -> list[Edge]:
