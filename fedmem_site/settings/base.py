@@ -434,7 +434,7 @@ FEDMEM_KNOWLEDGE_SYNC_BYTES = env_int("FEDMEM_KNOWLEDGE_SYNC_BYTES", 32 * 1024, 
 # Graph extraction (docs/graph.md). GLiNER runs only from a local model directory.
 FEDMEM_GLINER_MODEL = env_str("FEDMEM_GLINER_MODEL")
 FEDMEM_GLINER_THRESHOLD = env_float("FEDMEM_GLINER_THRESHOLD", 0.5, minimum=0.0)
-FEDMEM_CAUSAL_EXTRACTORS = env_list("FEDMEM_CAUSAL_EXTRACTORS", ["rules"])
+FEDMEM_CAUSAL_EXTRACTORS = env_list("FEDMEM_CAUSAL_EXTRACTORS", ["rules", "cues"])
 # Cosine similarity at or above which a new spelling merges into an existing entity.
 FEDMEM_ENTITY_MERGE_THRESHOLD = env_float("FEDMEM_ENTITY_MERGE_THRESHOLD", 0.92, minimum=0.0)
 # Cosine similarity at or above which one fact's effect span is another's cause span.

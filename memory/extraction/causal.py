@@ -9,8 +9,11 @@ Both directions of wording are read:
   "Y after X" is *not* read (temporal, not causal).
 
 The rules only see explicit cues; implicit causation ("the disk filled; the
-service died") yields nothing. A model-based extractor can be plugged in through
-:data:`EXTRACTORS` (``FEDMEM_CAUSAL_EXTRACTORS``).
+service died") yields nothing. They read English (the packaged parser's language);
+text detected as a language with a connective table of its own (German, Dutch,
+French, Spanish, Italian, Portuguese, Turkish) is read by the ``cues`` extractor
+(:mod:`memory.extraction.cues`) instead. A model-based extractor can be plugged in
+through :data:`EXTRACTORS` (``FEDMEM_CAUSAL_EXTRACTORS``).
 """
 
 from __future__ import annotations
@@ -237,8 +240,24 @@ def rule_relations(doc: Any) -> list[Relation]:
     return list(dict.fromkeys(found))
 
 
+def _rules(text: str, doc: Any) -> list[Relation]:
+    """The English rules, on text the parser can read: a language with connectives of
+    its own (:mod:`memory.extraction.cues`) is read there, not through an English parse."""
+    from memory.extraction import cues
+    from memory.retrieval.language import detect
+
+    return [] if detect(text) in cues.languages() else rule_relations(doc)
+
+
+def _cues(text: str, doc: Any) -> list[Relation]:
+    from memory.extraction.cues import cue_relations
+    from memory.retrieval.language import detect
+
+    return cue_relations(text, detect(text))
+
+
 Extractor = Callable[[str, Any], list[Relation]]
-EXTRACTORS: dict[str, Extractor] = {"rules": lambda text, doc: rule_relations(doc)}
+EXTRACTORS: dict[str, Extractor] = {"rules": _rules, "cues": _cues}
 
 
 def extract_relations(text: str, doc: Any) -> list[tuple[str, Relation]]:

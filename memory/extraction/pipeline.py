@@ -22,6 +22,7 @@ from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
 from memory.extraction.nlp import lemma_docs, parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
+from memory.retrieval.language import detect
 from memory.retrieval.specificity import may_be_one
 
 logger = logging.getLogger(__name__)
@@ -33,11 +34,25 @@ EXTRACT_BATCH = 16
 MERGE_CANDIDATES = 5
 
 
-def span_terms(texts: list[str]) -> list[list[str]]:
+def span_terms(texts: list[str], languages: list[str] | None = None) -> list[list[str]]:
     """Each span's content lemmas, lowercased and sorted: what normalized overlap compares.
-    Lemmas need no entity recognition, so the spans are parsed without it."""
+    Lemmas need no entity recognition, so the spans are parsed without it. A span of
+    a language the parser does not read (``languages``: each span's text-search
+    configuration) gets its stems without that language's stopwords instead
+    (:func:`memory.extraction.cues.span_terms`)."""
+    from memory.extraction import cues
+
+    foreign = {
+        i: lang for i, lang in enumerate(languages or []) if lang in cues.languages()
+    }
+    english = [text for i, text in enumerate(texts) if i not in foreign]
+    lemmas = iter(lemma_docs(english) if english else [])
     out = []
-    for doc in lemma_docs(texts) if texts else []:
+    for i, text in enumerate(texts):
+        if i in foreign:
+            out.append(cues.span_terms(text, foreign[i]))
+            continue
+        doc = next(lemmas)
         terms = {
             t.lemma_.lower()
             for t in doc
@@ -177,7 +192,9 @@ def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> li
         clauses.append(summary)
     spans = [[r.cause for _, r in rels] + [r.effect for _, r in rels] for rels in relations]
     all_spans = [span for item_spans in spans for span in item_spans]
-    all_terms = span_terms(all_spans)
+    # A span is read in its item's language: a short span alone is too short to tell.
+    span_languages = [detect(text) for text, item_spans in zip(texts, spans, strict=True) for _ in item_spans]
+    all_terms = span_terms(all_spans, span_languages)
     # An entity whose name the tenant already has needs no vector: store() finds it
     # by name. Every spelling of a new name gets its own (a name merged into another
     # entity as an alias is looked up by its own spelling's vector each time).

@@ -33,6 +33,7 @@ from memory.extraction.links import FANOUT, matching_spans, span_match
 from memory.extraction.pipeline import span_terms
 from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.retrieval.hybrid import QUERY_VECTOR, RecallQuery, retrieve
+from memory.retrieval.language import detect
 
 EFFECTS, CAUSES = "effects", "causes"
 LIGHT = ("id", "item_id", "cause", "effect", "cue")
@@ -315,7 +316,7 @@ class Span:
 
 
 def span_of(text: str) -> Span:
-    return Span(text, span_terms([text])[0], embed_texts([text])[0])
+    return Span(text, span_terms([text], [detect(text)])[0], embed_texts([text])[0])
 
 
 def same_event(a: Span, b: Span) -> bool:

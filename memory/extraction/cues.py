@@ -1,0 +1,325 @@
+"""Cause -> effect relations from connectives in languages the parser does not read.
+
+The packaged spaCy model parses English; on a German or Turkish sentence its
+dependency labels mean nothing, and the English rules (:mod:`memory.extraction.causal`)
+found nothing there, or worse, read "so" in "so hoch" as a connective. For the
+languages below, a sentence's connectives are read from its surface instead, and
+its spans are cut at the clause boundaries around the connective (commas,
+semicolons, the sentence's ends):
+
+* ``FORWARD``: the cause comes before the connective, the effect after it
+  ("Die verringerte CPU-Zuweisung *führt dazu, dass* die Antwortzeiten steigen",
+  "La sequía *provocó* la pérdida de la cosecha", "Yağmur *yüzünden* maç ertelendi");
+* ``BACKWARD``: the effect comes first ("Le vol a été annulé *à cause de* la tempête");
+* ``OPENING``: a sentence opening on a conditional or causal subordinator, its
+  clause ending at the first comma ("*Wenn* der Speicher voll ist, stürzt der
+  Dienst ab", "*Cuando* sube la glucosa, el páncreas libera insulina").
+
+A sentence states as many relations as it has connectives that do not overlap,
+each pattern read once (the order: opening, the language's multi-word and passive
+connectives, then single words). The cue stored is the
+connective as written, lower-cased. These are the common connectives of each
+language's grammar, not a list fitted to any data; anything subtler (implicit
+causation, a cause named only by a pronoun) is left to the chain walk's scorer.
+
+Span terms (what span linking compares, :func:`span_terms`) are the spans' crude
+stems (:func:`memory.extraction.clauses.stems`) without the language's stopwords:
+the English lemmatizer would keep "der" and "die" as terms.
+"""
+
+# Letters of other alphabets are the point of this module.
+# ruff: noqa: RUF001, RUF003
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from memory.extraction.causal import Relation
+from memory.extraction.clauses import WORD, stems
+
+FORWARD, BACKWARD, OPENING = "forward", "backward", "opening"
+
+
+@dataclass(frozen=True)
+class Cue:
+    kind: str
+    pattern: str  # a regular expression over the lower-cased sentence
+
+
+def _verbs(*stems_and_endings: tuple[str, str]) -> str:
+    return "(?:" + "|".join(f"{stem}(?:{endings})" for stem, endings in stems_and_endings) + ")"
+
+
+# Per text-search configuration (the names memory.retrieval.language.detect returns).
+# Each pattern is matched on word boundaries; the longer readings come first so a
+# multi-word connective is not cut at its first word.
+CUES: dict[str, tuple[Cue, ...]] = {
+    "german": (
+        Cue(OPENING, r"wenn|weil|da|sobald|nachdem|falls"),
+        Cue(FORWARD, r"(?:führ(?:t|te|en|ten)|hat|hatte|haben) (?:dazu|geführt),? dass"),
+        Cue(FORWARD, r"sorg(?:t|te|en|ten) dafür,? dass|hat(?:te)? zur folge,? dass|so ?dass|sodass"),
+        Cue(FORWARD, r"führ(?:t|te|en|ten) zu(?:r|m)?|geführt"),
+        Cue(FORWARD, r"(?<=[,;] )(?:deshalb|daher|deswegen|folglich|dadurch|weshalb|wodurch|infolgedessen)"),
+        Cue(BACKWARD, r"(?:verursacht|ausgelöst|bewirkt) durch"),
+        Cue(
+            BACKWARD,
+            r"(?<=[,;] )(?:weil|da|wenn|sobald)|wegen"
+            r"|aufgrund (?:von |des |der )?|infolge (?:von |des |der )?",
+        ),
+        Cue(FORWARD, _verbs(("verursach", "t|te|en|ten"), ("bewirk", "t|te|en|ten"), ("auslös", "t|te|en"))),
+    ),
+    "dutch": (
+        Cue(OPENING, r"als|wanneer|omdat|doordat|zodra|nadat"),
+        Cue(FORWARD, r"zorg(?:t|de|den|en) ervoor dat|heeft tot gevolg dat|met als gevolg dat|zodat"),
+        Cue(FORWARD, r"leid(?:t|de|den|en) tot|geleid tot|resulteer(?:t|de|den|en) in"),
+        Cue(FORWARD, r"veroorzaak(?:t|te|ten|en)|(?<=[,;] )(?:waardoor|daardoor|daarom|dus|hierdoor)"),
+        Cue(BACKWARD, r"(?:wordt|werd|worden|werden|is|zijn) (?:veroorzaakt|teweeggebracht) door"),
+        Cue(BACKWARD, r"(?<=[,;] )(?:omdat|doordat|als|wanneer)|vanwege|wegens|als gevolg van|dankzij"),
+    ),
+    "french": (
+        Cue(OPENING, r"lorsqu(?:e|')|quand|comme|puisqu(?:e|')|parce qu(?:e|')|si|s'"),
+        Cue(FORWARD, r"ce qui (?:a )?(?:entraîn|provoqu|caus|condui|déclench)\w*(?: à| que)?"),
+        Cue(
+            FORWARD,
+            (
+                r"a pour conséquence|donne lieu à|(?:a |ont )?(?:conduit|mené"
+                r"|mènent|mène|conduisent) à"
+            ),
+        ),
+        Cue(FORWARD, r"(?<=[,;] )(?:donc|par conséquent|c'est pourquoi|si bien que|de sorte que|d'où)"),
+        Cue(
+            BACKWARD,
+            (
+                r"(?:est|sont|a été|ont été|était|étaient) (?:causée?s?"
+                r"|provoquée?s?|entraînée?s?|déclenchée?s?) par"
+            ),
+        ),
+        Cue(
+            BACKWARD,
+            r"parce qu(?:e|')|à cause d(?:e|u|es|')|en raison d(?:e|u|es|')|grâce à|grâce aux?"
+            r"|du fait d(?:e|u|es)|suite à|(?<=[,;] )car|puisqu(?:e|')|dû à|due à|dus à|dues à"
+            r"|lorsqu(?:e|')|quand",
+        ),
+        Cue(
+            FORWARD,
+            r"(?:a |ont |avait )?"
+            + _verbs(
+                ("entraîn", "e|ent|é|ée|ait|aient|era"),
+                ("provoqu", "e|ent|é|ée|ait|aient|era"),
+                ("déclench", "e|ent|é|ée|ait"),
+                ("caus", "e|ent|é|ée|ait|aient"),
+                ("génèr", "e|ent"),
+                ("généré", "|e"),
+            ),
+        ),
+    ),
+    "spanish": (
+        Cue(OPENING, r"cuando|como|si|al|ya que|puesto que|porque|debido a|tras"),
+        Cue(
+            FORWARD,
+            (
+                r"lo que (?:provoc|caus|llev|gener|produ|ocasion)\w*(?: a"
+                r"| que)?|(?:da|dio|dan) lugar a"
+            ),
+        ),
+        Cue(
+            FORWARD,
+            (
+                r"(?<=[,;] )(?:por lo que|así que|por eso|por lo tanto"
+                r"|por ende|de modo que|de ahí que)"
+            ),
+        ),
+        Cue(FORWARD, r"hace que|hizo que|han hecho que|ha hecho que"),
+        Cue(
+            BACKWARD,
+            (
+                r"(?:es|fue|son|fueron|ha sido|han sido|era) (?:causad"
+                r"|provocad|ocasionad|generad)[oa]s? por"
+            ),
+        ),
+        Cue(
+            BACKWARD,
+            r"porque|debido a(?:l)?|a causa de(?:l)?|por culpa de(?:l)?|ya que|puesto que|gracias a(?:l)?"
+            r"|(?<=[,;] )cuando",
+        ),
+        Cue(
+            FORWARD,
+            r"(?:ha |han |había )?(?<!\bla )(?<!\buna )(?<!\ba )"
+            + _verbs(
+                ("provoc", "a|an|ó|aron|ado|aba|ará"),
+                ("caus", "a|an|ó|aron|ado|aba|ará"),
+                ("llev", "a a|an a|ó a|aron a|ado a"),
+                ("conduc", "e a|en a"),
+                ("conduj", "o a|eron a"),
+                ("gener", "a|an|ó|aron|ado"),
+                ("ocasion", "a|an|ó|aron|ado"),
+                ("result", "a en|ó en"),
+            )
+            + r"(?: que)?",
+        ),
+    ),
+    "italian": (
+        Cue(OPENING, r"quando|poiché|siccome|se|dato che"),
+        Cue(FORWARD, r"(?<=[,;] )(?:quindi|perciò|pertanto|di conseguenza)"),
+        Cue(FORWARD, r"il che (?:ha )?(?:caus|provoc|port)\w*"),
+        Cue(BACKWARD, r"(?:è|sono|è stat[oa]|sono stat[ie]|era) (?:causat|provocat)[oaie] da"),
+        Cue(BACKWARD, r"(?<=[,;] )perché|poiché|a causa d(?:i|el|ella|ei|egli|ello)|dovut[oaie] a|grazie a"),
+        Cue(
+            FORWARD,
+            r"(?:ha |hanno )?"
+            + _verbs(("caus", "a|ano|ato|ò"), ("provoc", "a|ano|ato|ò"), ("port", "a a|ano a|ato a|ò a")),
+        ),
+    ),
+    "portuguese": (
+        Cue(OPENING, r"quando|como|porque|se|já que|devido a"),
+        Cue(FORWARD, r"(?<=[,;] )(?:portanto|por isso|logo|assim)|o que (?:caus|provoc|lev)\w*(?: a)?"),
+        Cue(BACKWARD, r"(?:é|foi|são|foram|era) (?:causad|provocad)[oa]s? por"),
+        Cue(BACKWARD, r"porque|devido a(?:o|os|s)?|por causa d(?:e|o|a|os|as)|graças a(?:o|os|s)?|já que"),
+        Cue(
+            FORWARD,
+            r"(?:tem |têm )?"
+            + _verbs(
+                ("caus", "a|am|ou|aram|ado"),
+                ("provoc", "a|am|ou|aram|ado"),
+                ("lev", "a a|am a|ou a|aram a|ado a"),
+                ("result", "a em|ou em"),
+            ),
+        ),
+    ),
+    "turkish": (
+        # The cause comes first: postpositions follow the phrase they govern, and the
+        # clause verbs "neden oldu" / "yol açtı" end the sentence (cause, effect, verb).
+        Cue(FORWARD, r"bu (?:yüzden|nedenle|sebeple)|dolayısıyla|sonuç olarak"),
+        Cue(FORWARD, r"yüzünden|nedeniyle|sebebiyle|sonucunda|dolayı"),
+        # A verb's suffix: the verb stays in the cause ("yağmur yağdığı için", "yağınca").
+        Cue(
+            FORWARD,
+            (
+                r"(?P<verb>\w+?)(?:d|t)(?:ığı için|iği için|uğu için|üğü için"
+                r"|ığından|iğinden|uğundan|üğünden)"
+            ),
+        ),
+        Cue(FORWARD, r"(?P<verb>\w{2,}?)(?:ınca|ince|unca|ünce)"),
+        Cue(
+            OPENING,
+            (
+                r"(?:neden|sebep) ol(?:du|ur|muştur|uyor|acak|maktadır)"
+                r"|yol aç(?:tı|ar|mıştır|ıyor|acak)"
+            ),
+        ),
+    ),
+}
+
+# A sentence ends at ., ! or ? followed by a space (not inside "0,5" or "3.5").
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_CLAUSE = re.compile(r"[,;:]")
+# Words that open a clause only to introduce it: kept out of the span.
+_LEADING = re.compile(r"^(?:dass|daß|que|qu'|dat|che|ki|that|en|et|y|e|und|and|ve)\s+", re.IGNORECASE)
+MIN_SPAN = 2
+
+
+@cache
+def _compiled(language: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    out = []
+    for cue in CUES.get(language, ()):
+        if cue.kind == OPENING and language != "turkish":
+            # A sentence opening on the subordinator, its clause ending at a comma.
+            out.append((cue.kind, re.compile(rf"^(?:{cue.pattern})(?=\W)")))
+        else:
+            out.append((cue.kind, re.compile(rf"(?<!\w)(?:{cue.pattern})(?!\w)")))
+    return tuple(out)
+
+
+def languages() -> frozenset[str]:
+    return frozenset(CUES)
+
+
+def _clean(span: str) -> str:
+    span = span.strip(" \t\n,;:.!?\"'()")
+    previous = None
+    while previous != span:
+        previous = span
+        span = _LEADING.sub("", span).strip(" ,;:")
+    return span
+
+
+def _clause_before(sentence: str, end: int) -> str:
+    """The clause that ends at ``end``: back to the previous comma, or the sentence
+    start when that would leave nothing."""
+    head = sentence[:end]
+    parts = _CLAUSE.split(head)
+    last = _clean(parts[-1])
+    return last if len(last) >= MIN_SPAN or len(parts) == 1 else _clean(head)
+
+
+def _clause_after(sentence: str, start: int) -> str:
+    return _clean(_CLAUSE.split(sentence[start:])[0])
+
+
+def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> Relation | None:
+    low_cue = match.group(0).strip()
+    if kind == OPENING and language == "turkish":
+        # "Yağmur, maçın ertelenmesine neden oldu.": cause, then effect, then the verb.
+        head = sentence[: match.start()]
+        cause, comma, effect = head.partition(",")
+        if not comma:
+            return None
+        cause, effect = _clean(cause), _clean(effect)
+    elif kind == OPENING:
+        rest = sentence[match.end() :]
+        cause, comma, effect = rest.partition(",")
+        if not comma:
+            return None
+        cause, effect = _clean(cause), _clause_after(effect, 0)
+    elif kind == FORWARD and "verb" in match.re.groupindex:
+        # The suffixed verb ends the cause; the cue is its suffix.
+        cause = _clause_before(sentence, match.end("verb"))
+        effect = _clause_after(sentence, match.end())
+        low_cue = "-" + low_cue[match.end("verb") - match.start() :]
+    elif kind == FORWARD:
+        cause, effect = _clause_before(sentence, match.start()), _clause_after(sentence, match.end())
+    else:
+        effect, cause = _clause_before(sentence, match.start()), _clause_after(sentence, match.end())
+    if len(cause) < MIN_SPAN or len(effect) < MIN_SPAN or cause == effect:
+        return None
+    return Relation(cause[:500], effect[:500], low_cue.lower())
+
+
+def cue_relations(text: str, language: str) -> list[Relation]:
+    """The relations the connectives of ``text`` (in ``language``) state; none for a
+    language without a table here."""
+    patterns = _compiled(language)
+    if not patterns:
+        return []
+    found = []
+    for sentence in _SENTENCE.split(text.strip()):
+        low = sentence.lower()
+        if len(low) != len(sentence):
+            # A letter whose lower case is longer ("İ"): cut the spans from the lower case.
+            sentence = low
+        taken: list[tuple[int, int]] = []
+        for kind, pattern in patterns:
+            # A connective inside one already read ("lo que provoca" / "provoca") is not another.
+            free = (
+                m for m in pattern.finditer(low) if not any(m.start() < e and b < m.end() for b, e in taken)
+            )
+            match = next(free, None)
+            if match is None:
+                continue
+            # Spans are cut from the sentence as written (same offsets, checked above).
+            relation = _relation(language, sentence, kind, match)
+            if relation is not None:
+                found.append(relation)
+                taken.append(match.span())
+    return list(dict.fromkeys(found))
+
+
+def span_terms(span: str, language: str) -> list[str]:
+    """What span linking compares for a span in ``language``: its content words' crude
+    stems, without the language's stopwords."""
+    from memory.retrieval.stopwords import STOPWORDS
+
+    stop = STOPWORDS.get(language, frozenset())
+    return sorted(stems(w for w in WORD.findall(span.lower()) if w not in stop))

@@ -1,0 +1,128 @@
+"""Cause -> effect from connectives in languages the English parser cannot read
+(memory.extraction.cues): every table, both directions of wording, and the write
+path storing edges and span links for them."""
+
+# Sentences in other alphabets are the point of these tests.
+# ruff: noqa: RUF001
+
+from __future__ import annotations
+
+import pytest
+
+from memory.extraction.causal import extract_relations, rule_relations
+from memory.extraction.cues import CUES, cue_relations, span_terms
+from memory.extraction.nlp import parse
+from memory.models import CausalEdge, SpanLink
+from memory.retrieval.language import detect
+from memory.tests.graph_helpers import fact
+
+# (language, sentence, cause, effect): sentences written for these tests, one or more
+# per connective kind of each table.
+CASES = [
+    ("german", "Der volle Datenträger führt dazu, dass der Dienst abstürzt.", "Der volle Datenträger",
+     "der Dienst abstürzt"),
+    ("german", "Der Stromausfall verursachte einen Datenverlust im Lager.", "Der Stromausfall",
+     "einen Datenverlust im Lager"),
+    ("german", "Wenn der Speicher voll ist, stürzt der Dienst ab.", "der Speicher voll ist",
+     "stürzt der Dienst ab"),
+    ("german", "Der Flug wurde gestrichen, weil der Pilot krank war.", "der Pilot krank war",
+     "Der Flug wurde gestrichen"),
+    ("german", "Die Lieferung kam wegen des Streiks zu spät.", "des Streiks zu spät", "Die Lieferung kam"),
+    ("dutch", "De volle schijf leidde tot een crash van de database.", "De volle schijf",
+     "een crash van de database"),
+    ("dutch", "Omdat de server oververhit raakte, viel de website uit.", "de server oververhit raakte",
+     "viel de website uit"),
+    ("dutch", "De vlucht werd geannuleerd vanwege de storm.", "de storm", "De vlucht werd geannuleerd"),
+    ("french", "La panne du routeur a entraîné une perte de connexion.", "La panne du routeur",
+     "une perte de connexion"),
+    ("french", "Lorsque la mémoire est pleine, le service redémarre.", "la mémoire est pleine",
+     "le service redémarre"),
+    ("french", "Le vol a été annulé à cause de la tempête.", "la tempête", "Le vol a été annulé"),
+    ("french", "La coupure a été provoquée par un orage violent.", "un orage violent", "La coupure"),
+    ("spanish", "La sequía provocó una caída de la cosecha.", "La sequía", "una caída de la cosecha"),
+    ("spanish", "Cuando sube la temperatura, el sistema reduce la frecuencia.", "sube la temperatura",
+     "el sistema reduce la frecuencia"),
+    ("spanish", "El pedido llegó tarde debido a la huelga.", "la huelga", "El pedido llegó tarde"),
+    ("spanish", "El apagón fue causado por una tormenta.", "una tormenta", "El apagón"),
+    ("italian", "La siccità ha causato un calo del raccolto.", "La siccità", "un calo del raccolto"),
+    ("italian", "Il volo è stato cancellato a causa della nebbia.", "nebbia",
+     "Il volo è stato cancellato"),
+    ("portuguese", "A falta de chuva provocou uma queda na produção.", "A falta de chuva",
+     "uma queda na produção"),
+    ("portuguese", "O voo atrasou devido ao nevoeiro.", "nevoeiro", "O voo atrasou"),
+    ("turkish", "Fırtına yüzünden uçuş iptal edildi.", "Fırtına", "uçuş iptal edildi"),
+    ("turkish", "Yağmur yağdığı için maç ertelendi.", "Yağmur yağ", "maç ertelendi"),
+    ("turkish", "Aşırı ısınma, sunucunun kapanmasına neden oldu.", "Aşırı ısınma", "sunucunun kapanmasına"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("language", "text", "cause", "effect"), CASES)
+def test_connectives_give_cause_and_effect_in_both_directions(language, text, cause, effect):
+    found = [(r.cause, r.effect) for r in cue_relations(text, language)]
+    assert (cause, effect) in found, found
+
+
+def test_every_table_is_tested_and_detected_as_itself():
+    # A table no detected text ever reaches would be dead: each language of CASES is
+    # told apart by the detector from its own test sentences.
+    assert {language for language, *_ in CASES} == set(CUES)
+    for language, text, *_ in CASES:
+        if len(text.split()) >= 6:
+            assert detect(text) == language, text
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("german", "Der Techniker hat die Leitungen des Kunden überprüft."),
+        ("french", "Le client a signalé une panne de son routeur."),
+        ("spanish", "La causa del problema sigue sin estar clara."),  # "causa" the noun
+        ("dutch", "De monteur heeft de kabels gecontroleerd."),
+        ("turkish", "Teknisyen kabloları kontrol etti."),
+        ("german", "Wenn möglich"),  # an opening with no clause after it
+    ],
+)
+def test_no_connective_no_relation(language, text):
+    assert cue_relations(text, language) == []
+
+
+def test_a_sentence_states_each_connective_once():
+    text = (
+        "La liberación de insulina provoca que las células absorban glucosa, lo que lleva a la hipoglucemia"
+    )
+    found = [(r.cause, r.effect, r.cue) for r in cue_relations(text, "spanish")]
+    assert ("La liberación de insulina", "las células absorban glucosa", "provoca que") in found
+    assert any(e == "la hipoglucemia" and cue == "lo que lleva a" for _c, e, cue in found), found
+    # "lo que lleva a" is one connective, not also "lleva a" inside it.
+    assert len(found) == 2
+
+
+def test_the_english_rules_leave_other_languages_to_the_tables():
+    german = "Wenn der Speicherverbrauch so hoch ist, reduziert das System die Zuweisung."
+    # Read through the English parse, "so" was taken for the connective of "X, so Y".
+    assert any(r.cue == "so" for r in rule_relations(parse([german])[0]))
+    found = extract_relations(german, parse([german])[0])
+    assert [(name, r.cue) for name, r in found] == [("cues", "wenn")]
+    english = "When the queue backs up, the workers time out."
+    assert [name for name, _ in extract_relations(english, parse([english])[0])] == ["rules"]
+
+
+def test_span_terms_drop_the_languages_stopwords():
+    assert span_terms("die Antwortzeiten der Anwendung steigen", "german") == ["antwo", "anwen", "steig"]
+    assert span_terms("la pérdida de la cosecha", "spanish") == ["cosec", "pérdi"]
+
+
+def test_a_german_chain_is_stored_with_its_edges_and_span_link(world, access):
+    first = fact(
+        access, "Der Stromausfall im Rechenzentrum führte zu einem Ausfall der Kühlung.", session_id="1"
+    )
+    second = fact(access, "Der Ausfall der Kühlung verursachte eine Überhitzung der Server.", session_id="b")
+    edges = {e.item_id: e for e in CausalEdge.objects.filter(item__in=[first, second])}
+    assert (edges[first.pk].cause, edges[first.pk].effect, edges[first.pk].extractor) == (
+        "Der Stromausfall im Rechenzentrum", "einem Ausfall der Kühlung", "cues",
+    )  # fmt: skip
+    assert edges[second.pk].cue == "verursachte"
+    # The first's effect span and the second's cause span name one event: linked by terms.
+    assert edges[first.pk].effect_terms == ["ausfa", "kühlu"]
+    link = SpanLink.objects.get(source=edges[first.pk], target=edges[second.pk])
+    assert link.method == "terms"
