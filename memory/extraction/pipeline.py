@@ -42,9 +42,7 @@ def span_terms(texts: list[str], languages: list[str] | None = None) -> list[lis
     (:func:`memory.extraction.cues.span_terms`)."""
     from memory.extraction import cues
 
-    foreign = {
-        i: lang for i, lang in enumerate(languages or []) if lang in cues.languages()
-    }
+    foreign = {i: lang for i, lang in enumerate(languages or []) if lang in cues.languages()}
     english = [text for i, text in enumerate(texts) if i not in foreign]
     lemmas = iter(lemma_docs(english) if english else [])
     out = []
