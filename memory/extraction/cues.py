@@ -58,6 +58,8 @@ def _verbs(*stems_and_endings: tuple[str, str]) -> str:
 CUES: dict[str, tuple[Cue, ...]] = {
     "german": (
         Cue(OPENING, r"wenn|weil|da|sobald|nachdem|falls"),
+        # Subordinate clauses put the verb last: "..., was zu X führt", "..., die zu X führten".
+        Cue(FORWARD, r"(?<=[,;] )(?:was|die|der|das) zu (?P<effect>[^,;]+?) (?:führt|führte|führen|führten)"),
         Cue(FORWARD, r"(?:führ(?:t|te|en|ten)|hat|hatte|haben) (?:dazu|geführt),? dass"),
         Cue(FORWARD, r"sorg(?:t|te|en|ten) dafür,? dass|hat(?:te)? zur folge,? dass|so ?dass|sodass"),
         Cue(FORWARD, r"führ(?:t|te|en|ten) zu(?:r|m)?|geführt"),
@@ -72,6 +74,7 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "dutch": (
         Cue(OPENING, r"als|wanneer|omdat|doordat|zodra|nadat"),
+        Cue(FORWARD, r"(?<=[,;] )(?:wat|die|dat) tot (?P<effect>[^,;]+?) (?:leidt|leidde|leiden|leidden)"),
         Cue(FORWARD, r"zorg(?:t|de|den|en) ervoor dat|heeft tot gevolg dat|met als gevolg dat|zodat"),
         Cue(FORWARD, r"leid(?:t|de|den|en) tot|geleid tot|resulteer(?:t|de|den|en) in"),
         Cue(FORWARD, r"veroorzaak(?:t|te|ten|en)|(?<=[,;] )(?:waardoor|daardoor|daarom|dus|hierdoor)"),
@@ -259,6 +262,7 @@ def _clause_after(sentence: str, start: int) -> str:
 
 
 def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> Relation | None:
+    low = match.string
     low_cue = match.group(0).strip()
     if kind == OPENING and language == "turkish":
         # "Yağmur, maçın ertelenmesine neden oldu.": cause, then effect, then the verb.
@@ -273,6 +277,14 @@ def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> 
         if not comma:
             return None
         cause, effect = _clean(cause), _clause_after(effect, 0)
+    elif kind == FORWARD and "effect" in match.re.groupindex:
+        # A verb-final clause holds the effect between its opening and its verb
+        # ("..., was zu einer höheren Latenz führt"); the cue is the two around it.
+        cause = _clause_before(sentence, match.start())
+        effect = _clean(sentence[match.start("effect") : match.end("effect")])
+        low_cue = (
+            low_cue[: match.start("effect") - match.start()] + "..." + low[match.end("effect") : match.end()]
+        )
     elif kind == FORWARD and "verb" in match.re.groupindex:
         # The suffixed verb ends the cause; the cue is its suffix.
         cause = _clause_before(sentence, match.end("verb"))
