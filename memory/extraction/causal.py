@@ -19,18 +19,11 @@ through :data:`EXTRACTORS` (``FEDMEM_CAUSAL_EXTRACTORS``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-
-@dataclass(frozen=True)
-class Relation:
-    cause: str
-    effect: str
-    cue: str
-
+from memory.extraction.relation import Relation
 
 # Verbs whose subject is the cause; the value is the preposition introducing the
 # effect ("lead to"), or None when the effect is the direct object ("cause").

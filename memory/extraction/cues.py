@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from memory.extraction.causal import Relation
 from memory.extraction.clauses import WORD, stems
+from memory.extraction.relation import Relation
 
 FORWARD, BACKWARD, OPENING = "forward", "backward", "opening"
 
