@@ -356,9 +356,9 @@ def measure(access, size: int, queries: int, stages: bool = False) -> None:  # t
 
 # The steps of the graph-aware rank that --stages times (names graphrank calls).
 STAGES = [
-    "retrieve", "_session_neighbours", "_term_neighbours", "_causal_neighbours", "item_mentions_named",
-    "entity_weights", "_entity_neighbours", "entity_synonyms", "session_sizes", "support",
-    "asserted_links", "Pool", "walk_back",
+    "retrieve", "_session_neighbours", "_term_neighbours", "_cause_spans", "_causal_neighbours",
+    "item_mentions_named", "entity_weights", "_entity_neighbours", "entity_synonyms", "session_sizes",
+    "support", "asserted_links", "Pool", "walk_back",
 ]  # fmt: skip
 
 

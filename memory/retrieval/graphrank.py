@@ -44,7 +44,7 @@ from django.db.models import Q
 from core.statements import fetch
 from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
-from memory.models import Entity, MemoryItem, Mention
+from memory.models import CausalEdge, Entity, MemoryItem, Mention
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.hybrid import RecallQuery, retrieve, stamp_recalled
 from memory.retrieval.lexical import TtlCounts, bm25_rows_many, tenant_stats
@@ -79,6 +79,11 @@ TERM_FLOOR = 0.15
 # word in every incident report would otherwise make each source score a share of the
 # whole tenant, thousands of facts at 10k.
 TERM_POSTINGS = 50
+# Named causes: of the facts best matching a source's cause span, the first few whose
+# BM25 coverage of the span's words reaches twice the term bridges' floor (the fact
+# must say much of what the span names, not share one word with it).
+NAMED_CAUSES = 3
+NAMED_FLOOR = 0.3
 # Restart mass: a softmax over the seeds' relevance at this temperature.
 TEMPERATURE = 0.05
 
@@ -315,25 +320,52 @@ def _shared_words(a: str, b: str) -> list[str]:
     return sorted(wa & {w for w in _WORDS.findall(b.lower()) if len(w) > 3})[:5]
 
 
-def _term_neighbours(view: Any, tenant_id: Any, items: list[MemoryItem]) -> list[tuple[Any, Any, float]]:
-    """(item, item sharing its rarest words, BM25 coverage of the item's words): the
-    term bridges, for facts whose shared thing the entity spans name differently
-    ("higher training throughput" / "model training throughput")."""
-    out = []
+def _term_neighbours(
+    view: Any, tenant_id: Any, items: list[MemoryItem], spans: list[tuple[Any, str]] | None = None
+) -> tuple[list[tuple[Any, Any, float]], list[tuple[Any, Any, float]]]:
+    """The term bridges, for facts whose shared thing the entity spans name differently
+    ("higher training throughput" / "model training throughput"): (item, item sharing
+    its rarest words, BM25 coverage of the item's words). And the *named causes*: for
+    each (item, cause span an edge of it names) of ``spans``, (item, a fact stating
+    that cause, coverage of the span's words) — "Da die SSD die maximale
+    Schreibgeschwindigkeit erreicht hat, ..." names what "Der SSD-Laufwerk hat eine
+    Schreibgeschwindigkeit von 550 MB/s erreicht." states; the span's bridges are term
+    bridges too."""
+    spans = spans or []
+    bridges: list[tuple[Any, Any, float]] = []
+    named: list[tuple[Any, Any, float]] = []
     # One statement parses every source's words and one reads their statistics; each
     # source is then scored by its own BM25 statement (see bm25_rows_many), which reads
     # no candidate that could not reach the floor: a source's common words select none.
-    texts = [item.content for item in items]
+    sources = [(item.pk, item.content) for item in items] + spans
     found = bm25_rows_many(
-        view.q, tenant_id, texts, TERM_BRIDGES + 1, floor=TERM_FLOOR, postings=TERM_POSTINGS
-    )
-    for item, rows in zip(items, found, strict=True):
+        view.q, tenant_id, [text for _pk, text in sources], TERM_BRIDGES + 1, floor=TERM_FLOOR,
+        postings=TERM_POSTINGS,
+    )  # fmt: skip
+    for n, ((source, _text), rows) in enumerate(zip(sources, found, strict=True)):
         # The source itself is among its best rows unless a capped word left it out.
-        others = [row for row in rows if row[0] != item.pk][:TERM_BRIDGES]
-        for pk, _score, _created, coverage in others:
+        others = [row for row in rows if row[0] != source]
+        for pk, _score, _created, coverage in others[:TERM_BRIDGES]:
             if coverage >= TERM_FLOOR:
-                out.append((item.pk, pk, min(coverage, 1.0)))
-    return out
+                bridges.append((source, pk, min(coverage, 1.0)))
+        if n >= len(items):
+            named += [
+                (source, pk, min(coverage, 1.0))
+                for pk, _score, _created, coverage in others[:NAMED_CAUSES]
+                if coverage >= NAMED_FLOOR
+            ]
+    return bridges, named
+
+
+def _cause_spans(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, str]]:
+    """(item, cause span) of each edge the items assert, in the items' order (a span
+    an item names twice, once)."""
+    spans: dict[Any, list[str]] = {}
+    if item_ids:
+        rows = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids)).order_by("id")
+        for item_id, cause in rows.values_list("item_id", "cause"):
+            spans.setdefault(item_id, []).append(cause)
+    return [(pk, cause) for pk in item_ids for cause in dict.fromkeys(spans.get(pk, []))]
 
 
 def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:
@@ -413,8 +445,13 @@ def rank(
         if not frontier or len(reach) >= max_visited:
             break
         before = set(reach)
-        found_terms = _term_neighbours(view, tenant_id, sources)
+        # What the sources name as their causes is looked up as well: a stated cause
+        # joins its effect as a causal neighbour, as a stored span link would.
+        found_terms, named = _term_neighbours(
+            view, tenant_id, sources, _cause_spans(tenant_id, [item.pk for item in sources])
+        )
         terms += found_terms
+        causal += named
         for a, b, coverage in sorted(found_terms, key=lambda t: -t[2]):
             step = {"from_item": str(a), "to_item": str(b), "bridge": "terms", "weight": round(coverage, 3)}
             reached(b, a, "terms", hop, step)

@@ -1,7 +1,10 @@
 """The graph-aware rank as it was before it was made faster (main at d9ac26e): every
 step spelled out, one BM25 statement per term source, the entity pair set built whole,
-the graph filled cell by cell. ``test_graphrank_speed`` compares the rank with it: the
-faster code must return the same facts, in the same order, with the same scores."""
+the graph filled cell by cell; since then one change of what it returns, spelled out
+the same way: the sources' cause spans are term sources too, and their best matches
+join as causal neighbours (named causes). ``test_graphrank_speed`` compares the rank
+with it: the faster code must return the same facts, in the same order, with the same
+scores."""
 
 # ruff: noqa
 # mypy: ignore-errors
@@ -16,13 +19,15 @@ from django.db.models import FloatField
 from django.db.models.expressions import RawSQL
 
 from memory.embeddings import embed_query
-from memory.models import SpanLink
+from memory.models import CausalEdge, SpanLink
 from memory.reasoning.chain import Pool, asserted_links, walk_back
 from memory.retrieval.graphrank import (
     CAUSAL_WEIGHT,
     CHAIN_BONUS,
     CHAIN_POOL,
     GRAPH_WEIGHT,
+    NAMED_CAUSES,
+    NAMED_FLOOR,
     SEED_POOL,
     SESSION_SEEDS,
     SESSION_WEIGHT,
@@ -167,6 +172,26 @@ def _term_neighbours(view: Any, tenant_id: Any, items: list[Any]) -> list[tuple[
     return out
 
 
+def _named_causes(view: Any, tenant_id: Any, items: list[Any]) -> tuple[list, list]:
+    """Term bridges from each item's cause spans (its edges' causes, in edge order, each
+    once), and the named causes among them."""
+    bridges, named = [], []
+    for item in items:
+        causes = []
+        for edge in CausalEdge.objects.filter(tenant_id=tenant_id, item_id=item.pk).order_by("id"):
+            if edge.cause not in causes:
+                causes.append(edge.cause)
+        for cause in causes:
+            rows = [r for r in bm25_rows(view.items(), tenant_id, cause, TERM_BRIDGES + 1) if r[0] != item.pk]
+            for pk, _score, _created, coverage in rows[:TERM_BRIDGES]:
+                if coverage >= TERM_FLOOR:
+                    bridges.append((item.pk, pk, min(coverage, 1.0)))
+            for pk, _score, _created, coverage in rows[:NAMED_CAUSES]:
+                if coverage >= NAMED_FLOOR:
+                    named.append((item.pk, pk, min(coverage, 1.0)))
+    return bridges, named
+
+
 def reference_rank(
     access: Any, rq: RecallQuery, view: Any, *, hops: int, limit: int, max_visited: int = 400
 ) -> list[Ranked]:
@@ -201,7 +226,10 @@ def reference_rank(
             break
         before = set(reach)
         found_terms = _term_neighbours(view, tenant_id, sources)
+        span_bridges, named = _named_causes(view, tenant_id, sources)
+        found_terms += span_bridges
         terms += found_terms
+        causal += named
         for a, b, coverage in sorted(found_terms, key=lambda t: -t[2]):
             step = {"from_item": str(a), "to_item": str(b), "bridge": "terms", "weight": round(coverage, 3)}
             reached(b, a, "terms", hop, step)

@@ -739,3 +739,37 @@ def test_bm25_scores_are_okapi_bm25_of_each_items_term_frequencies(access):
     assert {pk: pytest.approx(score, rel=1e-9) for pk, score, _c, _cov in rows} == expected
     # A repeated word counts: the item naming the pump twice leads.
     assert rows[0][0] == items[0].pk
+
+
+def test_a_cause_span_finds_the_fact_that_states_the_cause(access, world):
+    from memory.enforcement import system_access
+
+    # The effect names its cause ("Da die SSD ... erreicht hat"); the root says so in its
+    # own words and shares no entity with the effect's main clause.
+    root = fact(
+        access, "Das SSD-Laufwerk hat seine maximale Schreibgeschwindigkeit erreicht.", session_id="a"
+    )
+    effect = fact(
+        access, "Da die SSD die maximale Schreibgeschwindigkeit erreicht hat, steigt der Datendurchsatz.",
+        session_id="b",
+    )  # fmt: skip
+    fact(access, "Der Datendurchsatz des Netzwerks wird stündlich gemessen.", session_id="c")
+    # The same words in another tenant's memory are never read.
+    other = fact(
+        system_access(world.foreign_agent),
+        "Das SSD-Laufwerk hat seine maximale Schreibgeschwindigkeit erreicht.",
+    )
+    view = graph.View(access, visible_q(access, read_scopes(access, None)))
+    spans = graphrank._cause_spans(access.tenant_id, [effect.pk, root.pk])
+    assert spans == [(effect.pk, "die SSD die maximale Schreibgeschwindigkeit erreicht hat")]
+    bridges, named = graphrank._term_neighbours(view, access.tenant_id, [effect], spans)
+    assert [(a, b) for a, b, _c in named] == [(effect.pk, root.pk)]
+    assert named[0][2] >= graphrank.NAMED_FLOOR
+    assert (effect.pk, root.pk) in {(a, b) for a, b, _c in bridges}
+    assert other.pk not in {b for _a, b, _c in bridges}
+    # A retired root is stated by nothing the caller may read now.
+    from django.utils import timezone
+
+    MemoryItem.objects.filter(pk=root.pk).update(invalid_at=timezone.now())
+    view = graph.View(access, visible_q(access, read_scopes(access, None)))
+    assert graphrank._term_neighbours(view, access.tenant_id, [effect], spans)[1] == []
