@@ -15,9 +15,11 @@ a model, from the words PostgreSQL's own configurations drop:
   one whose few function words several Romance lists share ("la", "del") is told
   apart by its accents;
 * the language with the most such words wins; when two hold as many, the one whose
-  words fewer lists share must lead by ``MIN_LEAD``; with no evidence or no lead
-  the text is ``simple`` (split and lower-cased, no stemming, no stopwords), which
-  is right for identifiers, names and code, and never stems with the wrong rules.
+  words fewer lists share must lead by ``MIN_LEAD``; with no lead the deployment's
+  language (``FEDMEM_TEXT_SEARCH_FALLBACK``) wins when it is one of those tied;
+  otherwise, and with no evidence in other letters than Latin, the text is
+  ``simple`` (split and lower-cased, no stemming, no stopwords), which is right for
+  identifiers, names and code, and never stems with the wrong rules.
 
 Mixed text takes the language most of its function words belong to. Only the
 first ``MAX_WORDS`` words are read: the language of a long document is settled
@@ -146,7 +148,11 @@ def detect(text: str) -> str:
     if len(ranked) > 1:
         second = ranked[1]
         if hits[second] == hits[best] and shared[best] < MIN_LEAD * shared[second]:
-            return SIMPLE
+            # No lead: the deployment's language when it is among the leaders ("Fog also
+            # delayed flights in Hamburg": "also" and "in" are German words too), else
+            # no stemming.
+            leaders = {lang for lang in ranked if hits[lang] == hits[best]}
+            return fallback() if fallback() in leaders else SIMPLE
     return best
 
 

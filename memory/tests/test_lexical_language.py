@@ -76,6 +76,19 @@ def test_latin_text_without_evidence_takes_the_deployment_language(text, setting
     assert detect(text) == SIMPLE
 
 
+@pytest.mark.parametrize("text", ["Fog also delayed flights in Hamburg.", "I bought a new bike."])
+def test_a_tie_that_holds_the_deployment_language_takes_it(text, settings):
+    # "also" / "in" are German and Dutch words too, "i" / "a" Italian ones: no lead.
+    assert detect(text) == "english"
+    settings.FEDMEM_TEXT_SEARCH_FALLBACK = "simple"
+    assert detect(text) == SIMPLE
+
+
+def test_a_tie_without_the_deployment_language_stems_nothing():
+    # Italian and Spanish hold "a" and "le" alike; French has no "a" in its list.
+    assert detect("Marie a repeint le salon le mois dernier.") == SIMPLE
+
+
 def test_text_without_evidence_in_other_letters_is_simple():
     # A guessed language never stems words it could not have written.
     assert detect("Žižkov") == SIMPLE
