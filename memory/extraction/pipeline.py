@@ -22,7 +22,6 @@ from memory.extraction.handoff import read_inputs
 from memory.extraction.links import link_edges
 from memory.extraction.nlp import lemma_docs, parse
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
-from memory.retrieval.language import detect
 from memory.retrieval.specificity import may_be_one
 
 logger = logging.getLogger(__name__)
@@ -190,8 +189,11 @@ def prepare(items: list[MemoryItem], inputs: dict[str, Any] | None = None) -> li
         clauses.append(summary)
     spans = [[r.cause for _, r in rels] + [r.effect for _, r in rels] for rels in relations]
     all_spans = [span for item_spans in spans for span in item_spans]
-    # A span is read in its item's language: a short span alone is too short to tell.
-    span_languages = [detect(text) for text, item_spans in zip(texts, spans, strict=True) for _ in item_spans]
+    # A span is read in its item's language (stored with the item, detected from its
+    # text): a short span alone is too short to tell.
+    span_languages = [
+        item.text_language for item, item_spans in zip(items, spans, strict=True) for _ in item_spans
+    ]
     all_terms = span_terms(all_spans, span_languages)
     # An entity whose name the tenant already has needs no vector: store() finds it
     # by name. Every spelling of a new name gets its own (a name merged into another

@@ -151,8 +151,8 @@ def detect(text: str) -> str:
             # No lead: the deployment's language when it is among the leaders ("Fog also
             # delayed flights in Hamburg": "also" and "in" are German words too), else
             # no stemming.
-            leaders = {lang for lang in ranked if hits[lang] == hits[best]}
-            return fallback() if fallback() in leaders else SIMPLE
+            default = fallback()
+            return default if hits.get(default) == hits[best] else SIMPLE
     return best
 
 
