@@ -72,6 +72,10 @@ def click_node(page, node_id: str) -> None:
     # The canvas reaches below the fold of the test viewport, and a mouse click lands in
     # viewport coordinates: bring the graph to the top of the viewport first.
     page.locator("#graph").evaluate("el => el.scrollIntoView({block: 'start'})")
+    # The scroll event reaches cytoscape a frame later, and until then it maps a click
+    # with the container's old offset (a loaded machine clicked beside the node): wait
+    # two frames.
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     box = page.locator("#graph").bounding_box()
     pos = page.evaluate(f"() => window.fedmemGraph.getElementById('{node_id}').renderedPosition()")
     x, y = box["x"] + pos["x"], box["y"] + pos["y"]
