@@ -13,7 +13,13 @@ semicolons, the sentence's ends):
 * ``BACKWARD``: the effect comes first ("Le vol a été annulé *à cause de* la tempête");
 * ``OPENING``: a sentence opening on a conditional or causal subordinator, its
   clause ending at the first comma ("*Wenn* der Speicher voll ist, stürzt der
-  Dienst ab", "*Cuando* sube la glucosa, el páncreas libera insulina").
+  Dienst ab", "*Cuando* sube la glucosa, el páncreas libera insulina");
+* ``PREPOSED``: a sentence opening on a causal preposition, its phrase the cause and
+  the rest of the clause the effect ("*À cause de* la tempête, le vol a été annulé").
+  German and Dutch put the finite verb right after the phrase, with no comma ("*Durch*
+  die Zinssenkung steigt die Investitionsbereitschaft", "*Door* de lekke band kon de
+  vrachtwagen niet verder rijden"): the phrase ends before that verb
+  (:func:`_preposed_phrase_end`).
 
 A sentence states as many relations as it has connectives that do not overlap,
 each pattern read once (the order: opening, the language's multi-word and passive
@@ -39,7 +45,7 @@ from functools import cache
 from memory.extraction.clauses import WORD, stems
 from memory.extraction.relation import Relation
 
-FORWARD, BACKWARD, OPENING = "forward", "backward", "opening"
+FORWARD, BACKWARD, OPENING, PREPOSED = "forward", "backward", "opening", "preposed"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ def _verbs(*stems_and_endings: tuple[str, str]) -> str:
 CUES: dict[str, tuple[Cue, ...]] = {
     "german": (
         Cue(OPENING, r"wenn|weil|da|sobald|nachdem|falls"),
+        Cue(PREPOSED, r"durch|wegen|aufgrund|infolge|dank"),
         # Subordinate clauses put the verb last: "..., was zu X führt", "..., die zu X führten".
         Cue(FORWARD, r"(?<=[,;] )(?:was|die|der|das) zu (?P<effect>[^,;]+?) (?:führt|führte|führen|führten)"),
         Cue(FORWARD, r"(?:führ(?:t|te|en|ten)|hat|hatte|haben) (?:dazu|geführt),? dass"),
@@ -74,6 +81,7 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "dutch": (
         Cue(OPENING, r"als|wanneer|omdat|doordat|zodra|nadat"),
+        Cue(PREPOSED, r"door|vanwege|wegens|dankzij|als gevolg van"),
         Cue(FORWARD, r"(?<=[,;] )(?:wat|die|dat) tot (?P<effect>[^,;]+?) (?:leidt|leidde|leiden|leidden)"),
         Cue(FORWARD, r"zorg(?:t|de|den|en) ervoor dat|heeft tot gevolg dat|met als gevolg dat|zodat"),
         Cue(FORWARD, r"leid(?:t|de|den|en) tot|geleid tot|resulteer(?:t|de|den|en) in"),
@@ -83,6 +91,10 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "french": (
         Cue(OPENING, r"lorsqu(?:e|')|quand|comme|puisqu(?:e|')|parce qu(?:e|')|si|s'"),
+        Cue(
+            PREPOSED,
+            r"à cause d(?:e|u|es|')|en raison d(?:e|u|es|')|grâce aux?|suite à|du fait d(?:e|u|es)",
+        ),
         Cue(FORWARD, r"ce qui (?:a )?(?:entraîn|provoqu|caus|condui|déclench)\w*(?: à| que)?"),
         Cue(
             FORWARD,
@@ -120,6 +132,7 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "spanish": (
         Cue(OPENING, r"cuando|como|si|al|ya que|puesto que|porque|debido a|tras"),
+        Cue(PREPOSED, r"a causa de(?:l)?|por culpa de(?:l)?|gracias a(?:l)?"),
         Cue(
             FORWARD,
             (
@@ -165,6 +178,10 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "italian": (
         Cue(OPENING, r"quando|poiché|siccome|se|dato che"),
+        Cue(
+            PREPOSED,
+            r"a causa d(?:i|el|ella|ei|egli|ello|ell')|grazie a(?:l|lla|i|gli)?|per via d(?:i|el|ella)",
+        ),
         Cue(FORWARD, r"(?<=[,;] )(?:quindi|perciò|pertanto|di conseguenza)"),
         Cue(FORWARD, r"il che (?:ha )?(?:caus|provoc|port)\w*"),
         Cue(BACKWARD, r"(?:è|sono|è stat[oa]|sono stat[ie]|era) (?:causat|provocat)[oaie] da"),
@@ -177,6 +194,7 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "portuguese": (
         Cue(OPENING, r"quando|como|porque|se|já que|devido a"),
+        Cue(PREPOSED, r"por causa d(?:e|o|a|os|as)|graças a(?:o|os|s)?"),
         Cue(FORWARD, r"(?<=[,;] )(?:portanto|por isso|logo|assim)|o que (?:caus|provoc|lev)\w*(?: a)?"),
         Cue(BACKWARD, r"(?:é|foi|são|foram|era) (?:causad|provocad)[oa]s? por"),
         Cue(BACKWARD, r"porque|devido a(?:o|os|s)?|por causa d(?:e|o|a|os|as)|graças a(?:o|os|s)?|já que"),
@@ -227,7 +245,7 @@ MIN_SPAN = 2
 def _compiled(language: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     out = []
     for cue in CUES.get(language, ()):
-        if cue.kind == OPENING and language != "turkish":
+        if cue.kind in (OPENING, PREPOSED) and language != "turkish":
             # A sentence opening on the subordinator, its clause ending at a comma.
             out.append((cue.kind, re.compile(rf"^(?:{cue.pattern})(?=\W)")))
         else:
@@ -261,6 +279,70 @@ def _clause_after(sentence: str, start: int) -> str:
     return _clean(_CLAUSE.split(sentence[start:])[0])
 
 
+def _wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+# Words that keep a preposed phrase open (its noun still to come, or a genitive or a
+# further phrase attached to it): articles, possessives, prepositions.
+_PHRASE_WORDS = {
+    "german": _wordset(
+        "der die das den dem des ein eine einen einem einer eines kein keine keinen keinem keiner "
+        "sein seine seinen seinem seiner ihr ihre ihren ihrem ihrer unser unsere dieser diese diesen "
+        "diesem dieses von vom auf im in am an für mit bei zum zur aus nach über unter vor zwischen "
+        "gegen ohne um und"
+    ),
+    "dutch": _wordset(
+        "de het een geen zijn haar hun ons onze mijn dit deze dat die van op in aan voor met bij "
+        "naar over onder tussen tegen zonder om en"
+    ),
+}
+# Dutch finite verbs too common to miss (the auxiliaries and modals first): a
+# preposed phrase ends before one. Any other verb is found by the subject after it.
+_DUTCH_FINITE = _wordset(
+    "is zijn was waren wordt worden werd werden heeft hebben had hadden kan kunnen kon konden "
+    "moet moeten moest moesten zal zullen zou zouden mag mogen mocht mochten gaat gaan ging gingen "
+    "komt komen kwam kwamen blijft blijven bleef bleven wil willen wilde wilden krijgt krijgen kreeg "
+    "kregen staat staan stond stonden ligt liggen lag lagen neemt nemen nam namen daalt dalen daalde "
+    "daalden stijgt stijgen steeg stegen loopt lopen liep liepen raakt raken raakte raakten valt "
+    "vallen viel vielen"
+)
+_DUTCH_SUBJECT = _wordset("de het een er hij zij ze men we wij ik je u dit deze die dat")
+_TOKEN = re.compile(r"\S+")
+
+
+def _preposed_phrase_end(clause: str, language: str) -> int | None:
+    """Where the phrase after a German or Dutch causal preposition ends: the offset in
+    ``clause`` of the finite verb that follows it (the language puts it second), or
+    None. German: the phrase is articles, adjectives and prepositions up to a noun
+    (capitalized), and whatever attaches to that noun; the first lower-case word after
+    a noun that keeps nothing open is the verb. Dutch writes nouns in lower case: the
+    verb is a common finite form, or the word before a subject."""
+    words = [(m.start(), m.group(0).strip("\"'()").lower(), m.group(0)) for m in _TOKEN.finditer(clause)]
+    keep = _PHRASE_WORDS.get(language)
+    if keep is None:
+        return None
+    if language == "german":
+        noun = False
+        for start, low, raw in words:
+            if low in keep:
+                noun = False
+            elif any(ch.isupper() for ch in raw) or any(ch.isdigit() for ch in raw):
+                noun = True
+            elif noun:
+                return start
+        return None
+    content = 0
+    for i, (start, low, _raw) in enumerate(words):
+        if low in keep and not (content and low in _DUTCH_FINITE):
+            continue
+        following = words[i + 1][1] if i + 1 < len(words) else ""
+        if content and (low in _DUTCH_FINITE or following in _DUTCH_SUBJECT):
+            return start
+        content += 1
+    return None
+
+
 def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> Relation | None:
     low = match.string
     low_cue = match.group(0).strip()
@@ -277,6 +359,17 @@ def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> 
         if not comma:
             return None
         cause, effect = _clean(cause), _clause_after(effect, 0)
+    elif kind == PREPOSED:
+        rest = sentence[match.end() :]
+        clause = _CLAUSE.split(rest)[0]
+        end = _preposed_phrase_end(clause, language)
+        if end is not None:
+            cause, effect = _clean(clause[:end]), _clean(clause[end:])
+        else:
+            cause, comma, effect = rest.partition(",")
+            if not comma:
+                return None
+            cause, effect = _clean(cause), _clause_after(effect, 0)
     elif kind == FORWARD and "effect" in match.re.groupindex:
         # A verb-final clause holds the effect between its opening and its verb
         # ("..., was zu einer höheren Latenz führt"); the cue is the two around it.

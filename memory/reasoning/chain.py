@@ -36,7 +36,9 @@ of the second half of the sentence by word position, the middle word included,
 names E's theme, the words before the middle, by the same lexeme or one derived
 from the same word: language-blind), or E's edge naming a cause span C states; the English parse
 counts only between English facts; two facts on one theme that do not progress are
-siblings and no step; the reverse reading may not score higher at all unless E names
+siblings and no step, and so is a fact with an additive particle ("also", "auch",
+"también": it adds one more thing about its theme) unless what it adds progresses
+into E; the reverse reading may not score higher at all unless E names
 its own cause span; two facts sharing most of their word stems (``RESTATEMENT``)
 restate one matter and are no step; in English, C is no cause of E when E opens on a
 quantity C shares gone the other way ("increased its marketing budget" / "Lower
@@ -329,8 +331,15 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
         progress = _meet(cause.rheme, effect.theme)
         named = effect.cause_vector is not None and bool(cause.words & effect.cause_side)
         linked = progress or named or (linked and english)
-        # Two facts about one theme that do not progress are siblings, not a step.
-        parallel = (parallel and english) or (bool(cause.theme & effect.theme) and not progress)
+        if _ADDITIVE.search(cause.text):
+            # "Das 5G-Netz verbessert auch die Mobilfunkabdeckung": an additive particle
+            # says the fact adds one more thing about its theme beside another statement;
+            # naming E's cause in its theme makes it that statement's sibling, and only
+            # what it adds (its rheme, progressing into E) can be E's cause.
+            linked, parallel = progress, not progress
+        else:
+            # Two facts about one theme that do not progress are siblings, not a step.
+            parallel = (parallel and english) or (bool(cause.theme & effect.theme) and not progress)
         if parallel and not linked:
             return 0.0
     if cause.session is not None and cause.session == effect.session:
@@ -355,6 +364,11 @@ _INDEFINITE = re.compile(r"(?:\b(?:a|an)|^(?:A|An))\s+((?:[\w-]+\s+){0,2}[\w-]+)
 _DEFINITE = re.compile(r"\b(?:the|The)\s+((?:[\w-]+\s+){0,2}[\w-]+)")
 
 
+# Additive particles ("also", "auch", "también", ...) of the languages the walk meets.
+_ADDITIVE = re.compile(
+    r"\b(?:also|as well|auch|ebenfalls|ook|eveneens|aussi|également|también|anche|também|ayrıca)\b",  # noqa: RUF001
+    re.IGNORECASE,
+)
 _NEGATION = frozenset({"not", "no", "never", "nor", "without", "t"})  # "t": the word after "didn'"
 
 

@@ -71,6 +71,34 @@ def test_the_reverse_reading_may_not_win_unless_the_effect_names_its_cause():
     assert cause_score(cause, named, {}, set(), strict=True) == pytest.approx(1.0 + LINK_BONUS, abs=1e-6)
 
 
+@pytest.mark.parametrize(
+    "sibling",
+    [
+        "Das 5G-Netz verbessert auch die Mobilfunkabdeckung.",
+        "The network also improves rural coverage.",
+        "La red también mejora la cobertura rural.",
+    ],
+)
+def test_a_fact_that_adds_one_more_thing_is_a_sibling_unless_what_it_adds_goes_on(sibling):
+    # E names its cause ("den Ausbau des 5G-Netzes"); the fact with an additive particle
+    # names it too, as its theme: a sibling of the fact E continues, no cause of E.
+    text = "Durch den Ausbau des 5G-Netzes erhöht sich die Netzwerkgeschwindigkeit."
+    effect = profile(
+        "speed", B, theme={"ausbau", "netz"}, rheme={"netzwerkgeschwind"}, cause_vector=A, text=text
+    )
+    effect = Profile(**{**effect.__dict__, "cause_side": frozenset({"ausba", "netz"})})
+    also = profile("also", A, theme={"netz"}, rheme={"mobilfunkabdeck"}, text=sibling)
+    also = Profile(**{**also.__dict__, "words": also.words | {"netz"}})
+    plain = Profile(**{**also.__dict__, "text": sibling.replace(" auch", "").replace(" also", "")
+                       .replace(" también", "")})  # fmt: skip
+    assert cause_score(plain, effect, {}, set(), strict=True) > 0  # named in E's cause span
+    assert cause_score(also, effect, {}, set(), strict=True) == 0.0
+    # What it adds progressing into E's theme still makes it a cause.
+    onward = Profile(**{**also.__dict__, "rheme": frozenset({"ausbau"})})
+    assert cause_score(onward, effect, {}, set(), strict=True) > 0
+    assert cause_score(also, effect, {}, set()) > 0  # the ranking's lenient walk keeps it
+
+
 def test_two_versions_of_one_statement_are_no_step():
     # "The vendor raised the licence fee by 10%." / "The vendor cut the licence fee by 10%."
     raised = profile("raised", A, theme={"vendor", "raise"}, rheme={"licenc", "fee"})

@@ -54,6 +54,20 @@ CASES = [
     ("portuguese", "A falta de chuva provocou uma queda na produção.", "A falta de chuva",
      "uma queda na produção"),
     ("portuguese", "O voo atrasou devido ao nevoeiro.", "nevoeiro", "O voo atrasou"),
+    # Preposed causal phrases: German and Dutch end them at the finite verb, no comma.
+    ("german", "Durch den Ausfall des Kühlsystems stieg die Temperatur im Serverraum.",
+     "den Ausfall des Kühlsystems", "stieg die Temperatur im Serverraum"),
+    ("german", "Wegen der hohen Last auf dem Server brach die Verbindung ab.",
+     "der hohen Last auf dem Server", "brach die Verbindung ab"),
+    ("dutch", "Door de storing in het netwerk kon het magazijn geen orders verwerken.",
+     "de storing in het netwerk", "kon het magazijn geen orders verwerken"),
+    ("dutch", "Vanwege de drukte in de winkel belde de klant het bedrijf opnieuw.", "de drukte in de winkel",
+     "belde de klant het bedrijf opnieuw"),
+    ("french", "À cause de la grève, les colis sont arrivés en retard.", "la grève",
+     "les colis sont arrivés en retard"),
+    ("spanish", "Gracias a la lluvia, el embalse se llenó.", "la lluvia", "el embalse se llenó"),
+    ("italian", "A causa della neve, la strada è stata chiusa.", "neve", "la strada è stata chiusa"),
+    ("portuguese", "Por causa da greve, o porto parou.", "greve", "o porto parou"),
     ("turkish", "Fırtına yüzünden uçuş iptal edildi.", "Fırtına", "uçuş iptal edildi"),
     ("turkish", "Yağmur yağdığı için maç ertelendi.", "Yağmur yağ", "maç ertelendi"),
     ("turkish", "Aşırı ısınma, sunucunun kapanmasına neden oldu.", "Aşırı ısınma", "sunucunun kapanmasına"),
@@ -84,6 +98,11 @@ def test_every_table_is_tested_and_detected_as_itself():
         ("dutch", "De monteur heeft de kabels gecontroleerd."),
         ("turkish", "Teknisyen kabloları kontrol etti."),
         ("german", "Wenn möglich"),  # an opening with no clause after it
+        # A preposed phrase with no verb after it and no comma: nothing is guessed.
+        ("german", "Durch den Tunnel zum Bahnhof"),
+        ("dutch", "Door de regen"),
+        # The preposition inside a sentence is no opening ("door" of the passive agent).
+        ("dutch", "De rentetarieven zijn door de Centrale Bank verhoogd."),
     ],
 )
 def test_no_connective_no_relation(language, text):
