@@ -25,7 +25,11 @@ A cause C of an effect E is scored (:func:`cause_score`):
   - minus ``PARALLEL_PENALTY`` when C and E have the same subject and C's predicate
     does not name E's cause side: two things said of one subject are siblings
     ("The GPU cluster also raised the electricity bill"), not cause and effect;
-  - plus ``SESSION_BONUS`` when C was written in E's session.
+  - plus ``SESSION_BONUS`` when C was written in E's session;
+  - in the stated chain, plus ``NAMED_BONUS`` when C states every content word of the
+    cause span E's edge names (the span's stems without its language's stopwords):
+    C is compared with that span of a word or two, which no whole sentence resembles
+    much ("De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
 
 A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
 not score clearly higher.
@@ -62,6 +66,7 @@ from django.db import connection
 from memory.extraction.clauses import WORD as _WORD
 from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem
+from memory.retrieval.stopwords import STOPWORDS
 from memory.retrieval.vectors import from_sent, sent_column
 
 FLOOR = 0.6
@@ -69,6 +74,8 @@ FLOOR = 0.6
 # link just taken is where the evidence falls off, and the walk stops there.
 FALL_OFF = 0.75
 LINK_BONUS = 0.15
+# The strict walk's bonus for a cause stating the whole cause span its effect names.
+NAMED_BONUS = 0.2
 PARALLEL_PENALTY = 0.25
 # Facts written in one session are about one matter: a cause from the effect's own
 # session is likelier than an equally similar one from elsewhere.
@@ -97,6 +104,7 @@ class Profile:
     english: bool = True  # the parser's language: its subject and predicate mean something
     theme: frozenset[str] = frozenset()  # specific lexemes of the first half of the sentence
     rheme: frozenset[str] = frozenset()  # ... and of the rest
+    named: frozenset[str] = frozenset()  # its edge's cause span: stems, not the language's stopwords
 
 
 class Pool:
@@ -165,15 +173,18 @@ class Pool:
             if edge is not None:
                 predicate |= stems(_WORD.findall(edge.effect))
                 cause_side = stems(_WORD.findall(edge.cause))
+                stop = STOPWORDS.get(self.languages.get(pk) or "", frozenset())
+                named = stems(w for w in _WORD.findall(edge.cause) if w.lower() not in stop)
             else:
                 cause_side = frozenset(summary["inside"])
+                named = frozenset()
             self._profiles[pk] = Profile(
                 pk=pk, text=text, vector=vector,
                 cause_vector=self.cause_vectors[edge.pk] if edge is not None else None,
                 changes=bool(summary["changes"]), subject=summary["subject"],
                 predicate=predicate, cause_side=cause_side, words=self.words[pk],
                 session=self.sessions.get(pk), english=self.languages.get(pk) == "english",
-                theme=self.halves[pk][0], rheme=self.halves[pk][1],
+                theme=self.halves[pk][0], rheme=self.halves[pk][1], named=named,
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
 
@@ -342,6 +353,11 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
             parallel = (parallel and english) or (bool(cause.theme & effect.theme) and not progress)
         if parallel and not linked:
             return 0.0
+        # C states every content word of the cause E names: more than one shared word,
+        # and what the embedding misses (C is compared with a span of a word or two:
+        # "De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
+        if effect.named and effect.named <= cause.words:
+            base += NAMED_BONUS
     if cause.session is not None and cause.session == effect.session:
         base += SESSION_BONUS
     if linked:

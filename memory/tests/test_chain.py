@@ -13,6 +13,7 @@ from memory.reasoning.chain import (
     FALL_OFF,
     FLOOR,
     LINK_BONUS,
+    NAMED_BONUS,
     Pool,
     Profile,
     _derived,
@@ -97,6 +98,22 @@ def test_a_fact_that_adds_one_more_thing_is_a_sibling_unless_what_it_adds_goes_o
     onward = Profile(**{**also.__dict__, "rheme": frozenset({"ausbau"})})
     assert cause_score(onward, effect, {}, set(), strict=True) > 0
     assert cause_score(also, effect, {}, set()) > 0  # the ranking's lenient walk keeps it
+
+
+def test_a_cause_stating_the_whole_named_cause_span_gains_the_named_bonus():
+    # "Vanwege het inlogprobleem vroeg de medewerker ..." names "het inlogprobleem" as
+    # its cause; "De klant meldde een inlogprobleem via een ticket." states all of it.
+    text = "Vanwege het inlogprobleem vroeg de medewerker de klant om een reset."
+    effect = profile("reset", B, theme={"inlogproblem"}, rheme={"reset"}, cause_vector=A, text=text)
+    effect = Profile(**{**effect.__dict__, "cause_side": frozenset({"het", "inlog"}),
+                        "named": frozenset({"inlog"})})  # fmt: skip
+    cause = profile("report", A, theme={"klant", "meld"}, rheme={"inlogproblem", "ticket"},
+                    text="De klant meldde een inlogprobleem via een ticket.")  # fmt: skip
+    partial = Profile(**{**effect.__dict__, "named": frozenset({"inlog", "wacht"})})
+    full = cause_score(cause, effect, {}, set(), strict=True)
+    assert full == pytest.approx(cause_score(cause, partial, {}, set(), strict=True) + NAMED_BONUS, abs=1e-6)
+    # The ranking's lenient walk does not read it.
+    assert cause_score(cause, effect, {}, set()) == cause_score(cause, partial, {}, set())
 
 
 def test_two_versions_of_one_statement_are_no_step():
