@@ -53,6 +53,21 @@ def _counter_connections(since: Any = None) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _until_both_serve(base: str, agent: Any, started: Any) -> None:
+    """Requests with keys of their own until both processes have counted one: the
+    first process to answer /health may be serving alone while the other still loads
+    (seen on a loaded machine: every request of a test went to one process)."""
+    deadline = time.monotonic() + 240
+    secret, used = f.agent_key(agent), 0
+    while _counter_connections(started) < 2:
+        assert time.monotonic() < deadline, "the second web process never answered"
+        if used == 25:  # well inside one key's limit (30 an hour in these tests)
+            secret, used = f.agent_key(agent), 0
+        assert _get(f"{base}/v1/me", secret) == 200
+        used += 1
+        time.sleep(0.5)
+
+
 def _database_now() -> Any:
     with connection.cursor() as cursor:
         cursor.execute("SELECT clock_timestamp()")
@@ -100,6 +115,7 @@ def two_web_processes(tmp_path):
 @pytest.mark.django_db(transaction=True)
 def test_two_web_processes_share_the_limit_and_see_a_revocation_at_once(world, two_web_processes):
     base, started = two_web_processes
+    _until_both_serve(base, world.agent, started)
     key, secret = api_key_create(tenant=world.tenant, agent=world.agent, name="k")
     other = f.agent_key(world.agent)
     # A new connection each time: both processes serve, and each keeps a copy of the key.
@@ -122,7 +138,8 @@ def test_two_web_processes_share_the_limit_and_see_a_revocation_at_once(world, t
 def test_two_web_processes_apply_a_new_policy_on_the_next_request(world, two_web_processes):
     from governance.services.policies import policy_version_create
 
-    base, _started = two_web_processes
+    base, started = two_web_processes
+    _until_both_serve(base, world.agent, started)
     secret = f.agent_key(world.agent)
     url = f"{base}/v1/memory/agents/{world.agent.pk}/memories?scope=agent"
     assert [_get(url, secret) for _ in range(12)] == [200] * 12
