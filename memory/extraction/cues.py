@@ -318,10 +318,10 @@ def _preposed_phrase_end(clause: str, language: str) -> int | None:
     (capitalized), and whatever attaches to that noun; the first lower-case word after
     a noun that keeps nothing open is the verb. Dutch writes nouns in lower case: the
     verb is a common finite form, or the word before a subject."""
-    words = [(m.start(), m.group(0).strip("\"'()").lower(), m.group(0)) for m in _TOKEN.finditer(clause)]
     keep = _PHRASE_WORDS.get(language)
     if keep is None:
         return None
+    words = [(m.start(), m.group(0).strip("\"'()").lower(), m.group(0)) for m in _TOKEN.finditer(clause)]
     if language == "german":
         noun = False
         for start, low, raw in words:
