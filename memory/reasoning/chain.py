@@ -127,6 +127,8 @@ class Pool:
         self.languages = {pk: lang for pk, *_rest, lang, _clauses, _sent in rows}
         self.stored = {pk: clauses for pk, *_rest, clauses, _sent in rows if clauses}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
+        # What each fact states, up to case and spacing: two writes of one sentence are one statement.
+        self.said = {pk: statement(self.rows[pk][0]) for pk in self.ids}
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
         # Derivations of one word meet on a crude stem: "acquire" / "acquisition".
@@ -187,6 +189,11 @@ class Pool:
                 theme=self.halves[pk][0], rheme=self.halves[pk][1], named=named,
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
+
+
+def statement(text: str) -> str:
+    """What a text states, up to case and spacing."""
+    return " ".join(text.casefold().split())
 
 
 def _specific_terms(
@@ -504,11 +511,14 @@ def walk_back(
     path = [(anchor, 0.0)]
     at = anchor
     seen = {anchor}
+    # A fact stored twice (two writes of one sentence) is one statement: a chain that
+    # stepped to its copy would state it twice, or circle between the two.
+    said = {pool.said.get(anchor, anchor)}
     while len(path) < max_facts:
         # Only facts joined to the current one are weighed (and parsed).
         near = [
             pk for pk in pool.ids
-            if pk not in seen
+            if pk not in seen and pool.said[pk] not in said
             and ((pk, at) in asserted or (pk, at) in joined or pool.terms[pk] & pool.terms[at]
                  or _derived(pool.roots[pk], pool.roots[at]))
         ]  # fmt: skip
@@ -524,5 +534,6 @@ def walk_back(
             break
         path.append((best, best_score))
         seen.add(best)
+        said.add(pool.said[best])
         at = best
     return path[::-1]

@@ -21,6 +21,7 @@ from memory.reasoning.chain import (
     _roots,
     cause_score,
     read_words,
+    statement,
     walk_back,
 )
 from memory.tests.graph_helpers import fact
@@ -325,6 +326,7 @@ class _Pool:
         self.ids = [p.pk for p in profiles]
         self.terms = {p.pk: p.words for p in profiles}
         self.roots = {p.pk: _roots(p.words) for p in profiles}
+        self.said = {p.pk: statement(p.text) for p in profiles}
         self._profiles = {p.pk: p for p in profiles}
 
     def profiles(self, pks: list[str]) -> dict[str, Profile]:
@@ -353,3 +355,15 @@ def test_after_an_asserted_link_the_stated_chain_needs_a_strong_cause():
         "root",
         "anchor",
     ]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_sentence_stored_twice_is_stated_once(strict):
+    # "Ayşe stand früh auf." written twice: each copy reads as the other's cause
+    # (one vector, one theme), and a chain through both states it twice.
+    effect = profile("effect", B, theme={"fruh"}, rheme={"kahvalt"}, text="Ayşe frühstückte in Ruhe.")
+    first = profile("first", A, theme={"ayse"}, rheme={"fruh"}, text="Ayşe stand früh auf.")
+    copy = Profile(**{**first.__dict__, "pk": "copy", "text": "ayşe  stand früh auf."})
+    pool = _Pool([effect, first, copy])
+    assert cause_score(copy, first, {}, set()) >= FLOOR  # the copy would be a step
+    assert [pk for pk, _ in walk_back("effect", pool, {}, set(), strict=strict)] == ["first", "effect"]  # type: ignore[arg-type]
