@@ -50,6 +50,8 @@ marketing spend ...") or when C names with "the" what E brings in with "a" (C co
 after E); after an asserted link the next step needs the score an implicit link of 1
 would ask for (``FALL_OFF``), not none; and hubs are counted among the items of the
 lexeme's language (``Pool(per_language=True)``). The ranking keeps the lenient walk.
+Neither walk steps to a fact stating what a fact on its chain states (a sentence
+written twice).
 Everything here reads rows; nothing is written.
 """
 
