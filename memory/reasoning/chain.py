@@ -512,15 +512,15 @@ def walk_back(
     """[(fact, score of its link to the next one)] from the root to the anchor (0)."""
     path = [(anchor, 0.0)]
     at = anchor
-    seen = {anchor}
-    # A fact stored twice (two writes of one sentence) is one statement: a chain that
-    # stepped to its copy would state it twice, or circle between the two.
+    # What the chain states so far: a fact stored twice (two writes of one sentence) is
+    # one statement, and a chain that stepped to its copy would state it twice, or
+    # circle between the two.
     said = {pool.said.get(anchor, anchor)}
     while len(path) < max_facts:
         # Only facts joined to the current one are weighed (and parsed).
         near = [
             pk for pk in pool.ids
-            if pk not in seen and pool.said[pk] not in said
+            if pool.said[pk] not in said
             and ((pk, at) in asserted or (pk, at) in joined or pool.terms[pk] & pool.terms[at]
                  or _derived(pool.roots[pk], pool.roots[at]))
         ]  # fmt: skip
@@ -535,7 +535,6 @@ def walk_back(
         if best is None or (len(path) > 1 and best_score < _bar(path[-1][1], strict)):
             break
         path.append((best, best_score))
-        seen.add(best)
         said.add(pool.said[best])
         at = best
     return path[::-1]
