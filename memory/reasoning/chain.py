@@ -70,6 +70,7 @@ from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem
 from memory.retrieval.stopwords import STOPWORDS
 from memory.retrieval.vectors import from_sent, sent_column
+from memory.text import normalize
 
 FLOOR = 0.6
 # A chain is as strong as its links: a further cause scoring below this share of the
@@ -129,8 +130,9 @@ class Pool:
         self.languages = {pk: lang for pk, *_rest, lang, _clauses, _sent in rows}
         self.stored = {pk: clauses for pk, *_rest, clauses, _sent in rows if clauses}
         self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
-        # What each fact states, up to case and spacing: two writes of one sentence are one statement.
-        self.said = {pk: statement(self.rows[pk][0]) for pk in self.ids}
+        # What each fact states, as a memory's identity reads it (case, width and
+        # spacing aside): two writes of one sentence are one statement.
+        self.said = {pk: normalize(self.rows[pk][0]) for pk in self.ids}
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
         self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
         # Derivations of one word meet on a crude stem: "acquire" / "acquisition".
@@ -191,11 +193,6 @@ class Pool:
                 theme=self.halves[pk][0], rheme=self.halves[pk][1], named=named,
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
-
-
-def statement(text: str) -> str:
-    """What a text states, up to case and spacing."""
-    return " ".join(text.casefold().split())
 
 
 def _specific_terms(

@@ -21,10 +21,10 @@ from memory.reasoning.chain import (
     _roots,
     cause_score,
     read_words,
-    statement,
     walk_back,
 )
 from memory.tests.graph_helpers import fact
+from memory.text import normalize
 
 
 def profile(pk: str, vector: list[float], *, theme: set[str], rheme: set[str], english: bool = False,
@@ -326,7 +326,7 @@ class _Pool:
         self.ids = [p.pk for p in profiles]
         self.terms = {p.pk: p.words for p in profiles}
         self.roots = {p.pk: _roots(p.words) for p in profiles}
-        self.said = {p.pk: statement(p.text) for p in profiles}
+        self.said = {p.pk: normalize(p.text) for p in profiles}
         self._profiles = {p.pk: p for p in profiles}
 
     def profiles(self, pks: list[str]) -> dict[str, Profile]:
