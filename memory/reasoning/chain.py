@@ -27,7 +27,9 @@ A cause C of an effect E is scored (:func:`cause_score`):
     ("The GPU cluster also raised the electricity bill"), not cause and effect;
   - plus ``SESSION_BONUS`` when C was written in E's session;
   - in the stated chain, plus ``NAMED_BONUS`` when C states every content word of the
-    cause span E's edge names (the span's stems without its language's stopwords):
+    cause span E's edge names (the span's stems without its language's stopwords; a
+    word the extractor cut at a connective suffix, Turkish "kalk|tığı için", is
+    stated by a word it begins):
     C is compared with that span of a word or two, which no whole sentence resembles
     much ("De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
 
@@ -319,6 +321,13 @@ def links_among(tenant_id: Any, edge_ids: list[int]) -> list[tuple[int, int, flo
         return [(source, target, score) for source, target, score in cursor.fetchall()]
 
 
+def _states(named: frozenset[str], words: frozenset[str]) -> bool:
+    """Every stem of a named cause span is one of ``words``, or begins one: a span's
+    last word may be cut where its connective suffix began (Turkish "Erken kalk|tığı
+    için" names "kalk", which "Ayşe sabah erken kalktı." states as "kalkt")."""
+    return all(stem in words or any(word.startswith(stem) for word in words) for stem in named)
+
+
 def _restates(cause: Profile, effect: Profile) -> bool:
     """Two facts that share most of their words restate one matter (or state two
     versions of it: "The vendor raised the licence fee by 10%." and "The vendor cut
@@ -362,7 +371,7 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
         # C states every content word of the cause E names: more than one shared word,
         # and what the embedding misses (C is compared with a span of a word or two:
         # "De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
-        if effect.named and effect.named <= cause.words:
+        if effect.named and _states(effect.named, cause.words):
             base += NAMED_BONUS
     if cause.session is not None and cause.session == effect.session:
         base += SESSION_BONUS

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from memory.extraction.clauses import WORD, stems
+from memory.extraction.cues import cue_relations
 from memory.models import MemoryItem
 from memory.reasoning.chain import (
     FALL_OFF,
@@ -19,6 +20,7 @@ from memory.reasoning.chain import (
     _derived,
     _presupposes,
     _roots,
+    _states,
     cause_score,
     read_words,
     walk_back,
@@ -115,6 +117,25 @@ def test_a_cause_stating_the_whole_named_cause_span_gains_the_named_bonus():
     assert full == pytest.approx(cause_score(cause, partial, {}, set(), strict=True) + NAMED_BONUS, abs=1e-6)
     # The ranking's lenient walk does not read it.
     assert cause_score(cause, effect, {}, set()) == cause_score(cause, partial, {}, set())
+
+
+def test_a_named_span_cut_at_its_connective_suffix_is_stated_by_the_whole_word():
+    # Turkish "-dığı için" is a suffix: the cue extractor cuts "kalktığı" to "kalk", and
+    # "Ayşe sabah erken kalktı." states it as "kalktı".
+    (relation,) = cue_relations("Erken kalktığı için kahvaltı yapamadı.", "turkish")
+    assert relation.cause == "Erken kalk"
+    named = stems(WORD.findall(relation.cause))
+    text = "Erken kalktığı için kahvaltı yapamadı."
+    effect = profile("skip", B, theme={"kalktık"}, rheme={"kahval"}, cause_vector=A, text=text)
+    effect = Profile(**{**effect.__dict__, "cause_side": named, "named": named})
+    cause = profile("woke", A, theme={"ayşe", "sabah"}, rheme={"kalktı"}, text="Ayşe sabah erken kalktı.")
+    other = profile("slept", A, theme={"ayşe", "sabah"}, rheme={"uyudu"}, text="Ayşe sabah erken uyudu.")
+    stated = cause_score(cause, effect, {}, set(), strict=True)
+    # Only the word the span cut differs: the bonus is what tells the two apart.
+    assert stated == pytest.approx(cause_score(other, effect, {}, set(), strict=True) + NAMED_BONUS, abs=1e-6)
+    # A word that merely begins like the span's cut stem is no statement of it.
+    assert not _states(frozenset({"kalk"}), frozenset({"kal", "sabah"}))
+    assert _states(frozenset({"kalk", "erken"}), frozenset({"kalkt", "erken"}))
 
 
 def test_two_versions_of_one_statement_are_no_step():
