@@ -25,8 +25,9 @@ Sets and figures (top 10 of every read path):
   answer's chain rests on, ``detail.chain_item_ids``): how often one is stated, its
   precision (its facts that are gold) and recall (the gold facts it names), and
   exact (it is the gold chain, in order). A gold fact is a sentence: where a set
-  writes one sentence in several cases (batch3 two sentences, batch4 three, four of
-  the five a gold root), any item stating it counts as it, in every list and the root.
+  writes one sentence in several cases (batch3 two sentences, batch4 three; one of
+  each is the root of a case, batch4's of three), any item stating it counts as it,
+  in every list and the root.
 * ``reasongraph-heldout``: ``causal_cases_batch3.jsonl`` (German, Spanish, French),
   scored as ``causal_cases.jsonl``. Multilingual full text was tuned against it, so
   ``reasongraph-heldout4``: ``causal_cases_batch4_trnl.jsonl`` (Turkish, Dutch) is
