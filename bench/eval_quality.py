@@ -366,7 +366,9 @@ def eval_chains(
         record = {
             "query": q["query"],
             # Per gold fact (root first): its rank in each read path, None when absent.
-            "gold": [{"text": g, **{p: (r.index(g) if g in r else None) for p, r in ranked.items()}} for g in gold],
+            "gold": [
+                {"text": g, **{p: (r.index(g) if g in r else None) for p, r in ranked.items()}} for g in gold
+            ],
             "root_ok": root_text == gold[0],
             "answer_root": root_text,
             "answer_chain": chain,

@@ -27,9 +27,9 @@ A cause C of an effect E is scored (:func:`cause_score`):
     ("The GPU cluster also raised the electricity bill"), not cause and effect;
   - plus ``SESSION_BONUS`` when C was written in E's session;
   - in the stated chain, plus ``NAMED_BONUS`` when C states every content word of the
-    cause span E's edge names (the span's stems without its language's stopwords; a
-    word the extractor cut at a connective suffix, Turkish "kalk|tığı için", is
-    stated by a word it begins):
+    cause span E's edge names (the span's stems without its language's stopwords and
+    function words, "Cette"; a word the extractor cut at a connective suffix, Turkish
+    "kalk|tığı için", is stated by a word it begins):
     C is compared with that span of a word or two, which no whole sentence resembles
     much ("De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
 
@@ -57,6 +57,9 @@ written twice).
 Everything here reads rows; nothing is written.
 """
 
+# Turkish words in the docs: their letters are not look-alikes here.
+# ruff: noqa: RUF002
+
 from __future__ import annotations
 
 import functools
@@ -70,7 +73,7 @@ from django.db import connection
 from memory.extraction.clauses import WORD as _WORD
 from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem
-from memory.retrieval.stopwords import STOPWORDS
+from memory.retrieval.stopwords import FUNCTION_WORDS, STOPWORDS
 from memory.retrieval.vectors import from_sent, sent_column
 from memory.text import normalize
 
@@ -109,7 +112,7 @@ class Profile:
     english: bool = True  # the parser's language: its subject and predicate mean something
     theme: frozenset[str] = frozenset()  # specific lexemes of the first half of the sentence
     rheme: frozenset[str] = frozenset()  # ... and of the rest
-    named: frozenset[str] = frozenset()  # its edge's cause span: stems, not the language's stopwords
+    named: frozenset[str] = frozenset()  # its edge's cause span: stems, not its function words
 
 
 class Pool:
@@ -181,7 +184,8 @@ class Pool:
             if edge is not None:
                 predicate |= stems(_WORD.findall(edge.effect))
                 cause_side = stems(_WORD.findall(edge.cause))
-                stop = STOPWORDS.get(self.languages.get(pk) or "", frozenset())
+                lang = self.languages.get(pk) or ""
+                stop = STOPWORDS.get(lang, frozenset()) | FUNCTION_WORDS.get(lang, frozenset())
                 named = stems(w for w in _WORD.findall(edge.cause) if w.lower() not in stop)
             else:
                 cause_side = frozenset(summary["inside"])

@@ -66,9 +66,11 @@ def _read(language: str) -> frozenset[str]:
 STOPWORDS: dict[str, frozenset[str]] = {language: _read(language) for language in LANGUAGES}
 
 # Frequent function words the lists above lack (interrogatives, "also", "because",
-# "very", auxiliaries), added for detection only: without them "Tom also bought a
-# mug" reads as German ("also" is a German stopword, "a" is shared by five lists).
-# The configuration still parses with its own list; these never drop a word.
+# "very", auxiliaries, demonstratives), added for detection: without them "Tom also
+# bought a mug" reads as German ("also" is a German stopword, "a" is shared by five
+# lists). The causal walk also leaves them out of the words a cause span names
+# ("Cette panne" names "panne"). The configuration still parses with its own list;
+# these never drop a word from the full text.
 # fmt: off
 FUNCTION_WORDS: dict[str, frozenset[str]] = {
     "english": frozenset(
@@ -82,7 +84,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         .split()
     ),
     "french": frozenset(
-        "pourquoi parce très plus cette comme aussi donc alors toujours déjà encore depuis chez lorsque "
+        "pourquoi parce très plus cette cet comme aussi donc alors toujours déjà encore depuis chez lorsque "
         # French "a" (has) stays out: with English "a" it would tie "a ... on" text.
         "puis ainsi les avant après sans sous vers dont"
         .split()

@@ -2,6 +2,9 @@
 thematic progression by word position, siblings, direction, opposite changes, given
 before new, the bar after an asserted link, hubs per language."""
 
+# Turkish and Dutch sentences: their letters are not look-alikes here.
+# ruff: noqa: RUF001, RUF003
+
 from __future__ import annotations
 
 import numpy as np
@@ -192,6 +195,19 @@ def test_a_derived_word_joins_two_facts_and_carries_the_progression():
     assert [pk for pk, _ in walk_back("customer", _Pool([customer, compound]), {}, set(), strict=True)] == [  # type: ignore[arg-type]
         "customer"
     ]
+
+
+def test_a_named_cause_span_is_its_content_words(access):
+    # "Cette panne a entraîné ..." names "Cette panne": the demonstrative is no word of
+    # what it names, and a fact stating "une panne" states all of it.
+    effect = fact(access, "Cette panne a entraîné une perte de connexion Internet.", session_id="fr1")
+    cause = fact(access, "Le client a signalé une panne de son routeur.", session_id="fr2")
+    assert effect.text_language == "french"
+    assert effect.causal_edges.get().cause == "Cette panne"
+    pool = Pool(access.tenant_id, [effect.pk, cause.pk], per_language=True)
+    profiles = pool.profiles([effect.pk, cause.pk])
+    assert profiles[effect.pk].named == stems(["panne"])
+    assert _states(profiles[effect.pk].named, profiles[cause.pk].words)
 
 
 def test_hubs_are_counted_among_the_items_of_their_language(access):
