@@ -114,7 +114,7 @@ CUES: dict[str, tuple[Cue, ...]] = {
         Cue(
             BACKWARD,
             r"parce qu(?:e|')|à cause d(?:e|u|es|')|en raison d(?:e|u|es|')|grâce à|grâce aux?"
-            r"|du fait d(?:e|u|es)|suite à|(?<=[,;] )car|puisqu(?:e|')|dû à|due à|dus à|dues à"
+            r"|du fait d(?:e|u|es)|suite à|(?<=[,;] )car|puisqu(?:e|')|(?:dû|due|dus|dues) (?:à|aux?)"
             r"|lorsqu(?:e|')|quand",
         ),
         Cue(
@@ -185,7 +185,11 @@ CUES: dict[str, tuple[Cue, ...]] = {
         Cue(FORWARD, r"(?<=[,;] )(?:quindi|perciò|pertanto|di conseguenza)"),
         Cue(FORWARD, r"il che (?:ha )?(?:caus|provoc|port)\w*"),
         Cue(BACKWARD, r"(?:è|sono|è stat[oa]|sono stat[ie]|era) (?:causat|provocat)[oaie] da"),
-        Cue(BACKWARD, r"(?<=[,;] )perché|poiché|a causa d(?:i|el|ella|ei|egli|ello)|dovut[oaie] a|grazie a"),
+        Cue(
+            BACKWARD,
+            r"(?<=[,;] )perché|poiché|a causa d(?:i|el|ella|ei|egli|ello|ell')"
+            r"|(?:dovut[oaie]|grazie) a(?:l|lla|i|gli|ll')?",
+        ),
         Cue(
             FORWARD,
             r"(?:ha |hanno )?"
@@ -245,11 +249,14 @@ MIN_SPAN = 2
 def _compiled(language: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     out = []
     for cue in CUES.get(language, ()):
+        # An elided connective ("d'", "qu'") ends on its apostrophe, straight or curly,
+        # and the next word follows it at once: "à cause d'un accident".
+        pattern = cue.pattern.replace("'", "['\u2019]")
         if cue.kind in (OPENING, PREPOSED) and language != "turkish":
             # A sentence opening on the subordinator, its clause ending at a comma.
-            out.append((cue.kind, re.compile(rf"^(?:{cue.pattern})(?=\W)")))
+            out.append((cue.kind, re.compile(rf"^(?:{pattern})(?:(?<=['\u2019])|(?=\W))")))
         else:
-            out.append((cue.kind, re.compile(rf"(?<!\w)(?:{cue.pattern})(?!\w)")))
+            out.append((cue.kind, re.compile(rf"(?<!\w)(?:{pattern})(?:(?<=['\u2019])|(?!\w))")))
     return tuple(out)
 
 
