@@ -252,11 +252,20 @@ def answer_from(
     ids = [pk for pk in (as_uuid(f["id"]) for f in kept) if pk is not None]
     chain = assemble_chain(tenant_id, kept, facts, question)
     entities = entities_among(tenant_id, ids)
+    # The facts the stated chain rests on, root first, ending at the fact asked about:
+    # the walk may step through retrieved facts below the relevance floor, which the
+    # answer then states and cites too.
+    on_chain = list(dict.fromkeys(pk for hop in chain for pk in (hop["item_id"], hop["effect_item_id"])))
+    content = {str(f["id"]): f["content"] for f in facts}
+    steps = [Fact(pk, content[pk]) for pk in on_chain if pk in content]
+    used = [Fact(str(f["id"]), f["content"]) for f in kept]
+    stated = {f.id for f in used}
     context = Context(
         question=question,
-        facts=[Fact(str(f["id"]), f["content"]) for f in kept],
+        facts=used + [f for f in steps if f.id not in stated],
         chain=[Link(h["cause"], h["effect"], h["item_id"]) for h in chain],
         entities=entities,
+        steps=steps,
     )
     result = synthesizer.synthesize(context)
     # An answer cites only facts it was given; a synthesizer citing nothing rests on all of them.
@@ -264,10 +273,7 @@ def answer_from(
     result.citations = [c for c in result.citations if c in allowed] or allowed
     if chain:
         result.detail["root_item_id"] = chain[0]["item_id"]
-        # The facts the stated chain rests on, root first, ending at the fact asked about.
-        result.detail["chain_item_ids"] = list(
-            dict.fromkeys(pk for hop in chain for pk in (hop["item_id"], hop["effect_item_id"]))
-        )
+        result.detail["chain_item_ids"] = on_chain
     result.detail["facts_on_question"] = len(kept)
     result.detail["fact_ids"] = allowed
     result.detail["facts_considered"] = len(facts)

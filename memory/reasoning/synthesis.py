@@ -55,6 +55,9 @@ class Context:
     facts: list[Fact]
     chain: list[Link] = field(default_factory=list)  # in causal order, root cause first
     entities: list[str] = field(default_factory=list)
+    # The facts the chain runs through, root first, ending at the fact asked about
+    # (a chain within one fact, as "A caused B, which led to C", has one).
+    steps: list[Fact] = field(default_factory=list)
 
     @property
     def fact_ids(self) -> list[str]:
@@ -128,13 +131,24 @@ class DeterministicSynthesizer:
 
     def _chain(self, context: Context) -> Answer:
         chain = context.chain[:MAX_CHAIN]
-        steps = [f"{_sentence(link.cause)} led to {_clause(link.effect)} [{link.item_id}]." for link in chain]
-        cited = list(dict.fromkeys(link.item_id for link in chain))
+        if len(context.steps) > 1:
+            # A chain through several facts is told as those facts, each once, in causal
+            # order: the links between facts are whole statements, and "X led to Y"
+            # between two sentences repeated each of them and read "... led to The ...".
+            steps = context.steps[: MAX_CHAIN + 1]
+            told = " → ".join(f"{_sentence(f.content)} [{f.id}]" for f in steps) + "."
+            cited = list(dict.fromkeys(f.id for f in steps))
+        else:
+            # One fact stating its own chain: its cause and effect spans, in order.
+            told = " ".join(
+                f"{_sentence(link.cause)} → {_clause(link.effect)} [{link.item_id}]." for link in chain
+            )
+            cited = list(dict.fromkeys(link.item_id for link in chain))
         if is_why_question(context.question):
-            text = f"Root cause: {_clause(chain[0].cause)} [{chain[0].item_id}]. " + " ".join(steps)
+            text = f"Root cause: {_clause(chain[0].cause)} [{chain[0].item_id}]. Chain: {told}"
             form = "why"
         else:
-            text = " ".join(steps)
+            text = told
             form = "chain"
         # Facts the chain does not use are still context the answer rests on: cite them last.
         others = [f for f in context.facts if f.id not in cited][:3]

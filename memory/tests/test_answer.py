@@ -82,8 +82,31 @@ def test_deterministic_synthesizer_without_a_chain_lists_facts():
     assert answer.text == "According to memory: Alice likes tea [a]. Bob likes coffee [b]."
     assert answer.citations == ["a", "b"]
     chained = Context("what follows?", [Fact("x", "A caused B")], chain=[Link("A", "B", "x")])
-    assert DeterministicSynthesizer().synthesize(chained).text == "A led to B [x]."
+    assert DeterministicSynthesizer().synthesize(chained).text == "A → B [x]."
     assert is_why_question("What caused the outage?") and not is_why_question("Where is db-1?")
+
+
+def test_a_chain_through_several_facts_is_told_as_those_facts_each_once():
+    # The walk links whole facts: each is stated once, in causal order, cited where it
+    # stands; the root cause is named first for a why-question.
+    steps = [
+        Fact("a", "The server's CPU temperature exceeded 85°C."),
+        Fact("b", "When the CPU temperature rises, the system throttles performance."),
+        Fact("c", "Throttling performance causes application latency to increase."),
+    ]
+    chain = [
+        Link(steps[0].content, steps[1].content, "a"),
+        Link(steps[1].content, steps[2].content, "b"),
+        Link("Throttling performance", "application latency to increase", "c"),
+    ]
+    why = Context("Why did the latency increase?", steps, chain=chain, steps=steps)
+    answer = DeterministicSynthesizer().synthesize(why)
+    assert answer.text == (
+        "Root cause: The server's CPU temperature exceeded 85°C [a]. Chain: The server's CPU temperature "
+        "exceeded 85°C [a] → When the CPU temperature rises, the system throttles performance [b] → "
+        "Throttling performance causes application latency to increase [c]."
+    )
+    assert answer.citations == ["a", "b", "c"] and answer.detail["chain_length"] == 3
 
 
 @pytest.mark.parametrize(
@@ -218,3 +241,26 @@ def test_the_anchor_is_the_relevant_fact_whose_chain_says_most_of_the_question(a
     # Without the question the most relevant fact anchors: the root's other effect.
     alone = assemble_chain(access.tenant_id, facts, facts)
     assert alone[0]["cause"] == pressure.content and alone[0]["effect"] == weight.content
+
+
+def test_a_fact_the_chain_walks_through_below_the_floor_is_stated_and_cited(access, incident):
+    # The root shares no word with the question; the walk steps back to it through the
+    # stored links, so the answer states it, and may cite it, though it is no fact on
+    # the question by relevance.
+    from memory.reasoning.answer import RELEVANCE_FLOOR, answer_from
+
+    relevance = {incident[0].pk: RELEVANCE_FLOOR / 2}
+    facts = [
+        {"id": str(item.pk), "content": item.content,
+         "why": {"relevance": relevance.get(item.pk, 0.8), "graph": 0.0}}
+        for item in reversed(incident)
+    ]  # fmt: skip
+    result, chain, _entities = answer_from(
+        tenant_id=access.tenant_id, question="Why was revenue lost?", facts=facts,
+        synthesizer=DeterministicSynthesizer(),
+    )  # fmt: skip
+    root = str(incident[0].pk)
+    assert chain[0]["item_id"] == root and result.detail["facts_on_question"] == len(incident) - 1
+    assert result.text.startswith("Root cause: Verbose debug logging")
+    assert f"Verbose debug logging led to a full disk on db-1 [{root}] →" in result.text
+    assert root in result.citations and root in result.detail["fact_ids"]

@@ -142,12 +142,13 @@ def test_an_answer_citing_nothing_rests_on_every_fact(world, facts, as_agent, mo
         body = answer(as_agent(world.agent), world.agent, synthesizer="writer", mode="recall").json()
         detail = body["answer"]["detail"]
         assert detail["cited_by_model"] is False
-        # An answer uses only the facts on the question (issue 13's relevance floor), so
-        # "every fact" is every fact it was given, not every fact recall returned: here
-        # the chain's earlier facts are not similar to the question in recall mode.
-        given = detail["fact_ids"]
-        assert given and len(given) == detail["facts_on_question"]
-        assert set(given) < {f["id"] for f in body["facts"]}
+        # An answer uses only the facts on the question (issue 13's relevance floor) and
+        # the facts of the chain it states, so "every fact" is every fact it was given,
+        # not every fact recall returned: here the chain's earlier facts are not similar
+        # to the question in recall mode, and come after the facts on it.
+        given, on_question = detail["fact_ids"], detail["facts_on_question"]
+        assert given[on_question:] == [pk for pk in detail["chain_item_ids"] if pk not in given[:on_question]]
+        assert set(given) <= {f["id"] for f in body["facts"]}
         assert body["answer"]["citations"] == given
     finally:
         server.stop()
