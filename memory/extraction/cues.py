@@ -103,7 +103,10 @@ CUES: dict[str, tuple[Cue, ...]] = {
                 r"|mènent|mène|conduisent) à"
             ),
         ),
-        Cue(FORWARD, r"(?<=[,;] )(?:donc|par conséquent|c'est pourquoi|si bien que|de sorte que|d'où)"),
+        Cue(
+            FORWARD,
+            r"(?<=[,;] )(?:donc|par conséquent|c'est pourquoi|si bien qu(?:e|')|de sorte qu(?:e|')|d'où)",
+        ),
         Cue(
             BACKWARD,
             (
@@ -241,7 +244,10 @@ CUES: dict[str, tuple[Cue, ...]] = {
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _CLAUSE = re.compile(r"[,;:]")
 # Words that open a clause only to introduce it: kept out of the span.
-_LEADING = re.compile(r"^(?:dass|daß|que|qu'|dat|che|ki|that|en|et|y|e|und|and|ve)\s+", re.IGNORECASE)
+# An elided "qu'" is followed by its word at once ("qu'il a fallu un détour").
+_LEADING = re.compile(
+    r"^(?:(?:dass|daß|que|dat|che|ki|that|en|et|y|e|und|and|ve)\s+|qu['\u2019]\s*)", re.IGNORECASE
+)
 MIN_SPAN = 2
 
 
