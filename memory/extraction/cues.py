@@ -229,7 +229,13 @@ CUES: dict[str, tuple[Cue, ...]] = {
                 r"|ığından|iğinden|uğundan|üğünden)"
             ),
         ),
-        Cue(FORWARD, r"(?P<verb>\w{2,}?)(?:ınca|ince|unca|ünce)"),
+        # Not the postpositions and adverbs of the same ending ("gün boyunca", "toplantı
+        # süresince", "yeterince"), nor "-dığınca", "as far as" ("bildiğince").
+        Cue(
+            FORWARD,
+            r"(?!(?:boyunca|süresince|yeterince|kendince)(?!\w))(?!\w*(?:d|t)(?:ığ|iğ|uğ|üğ)(?:ınca|ince|unca|ünce)(?!\w))"
+            r"(?P<verb>\w{2,}?)(?:ınca|ince|unca|ünce)",
+        ),
         Cue(
             OPENING,
             (

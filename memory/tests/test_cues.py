@@ -3,7 +3,7 @@
 path storing edges and span links for them."""
 
 # Sentences in other alphabets are the point of these tests.
-# ruff: noqa: RUF001
+# ruff: noqa: RUF001, RUF003
 
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ CASES = [
     ("portuguese", "Por causa da greve, o porto parou.", "greve", "o porto parou"),
     ("turkish", "Fırtına yüzünden uçuş iptal edildi.", "Fırtına", "uçuş iptal edildi"),
     ("turkish", "Yağmur yağdığı için maç ertelendi.", "Yağmur yağ", "maç ertelendi"),
+    ("turkish", "Yağmur yağınca maç ertelendi.", "Yağmur yağ", "maç ertelendi"),
     ("turkish", "Aşırı ısınma, sunucunun kapanmasına neden oldu.", "Aşırı ısınma", "sunucunun kapanmasına"),
 ]  # fmt: skip
 
@@ -113,6 +114,10 @@ def test_every_table_is_tested_and_detected_as_itself():
         ("spanish", "La causa del problema sigue sin estar clara."),  # "causa" the noun
         ("dutch", "De monteur heeft de kabels gecontroleerd."),
         ("turkish", "Teknisyen kabloları kontrol etti."),
+        # "-ınca" endings that say no "when": a postposition, an adverb, "as far as".
+        ("turkish", "Toplantı süresince telefon kapalı kaldı."),
+        ("turkish", "Ekip yeterince test yapmadı."),
+        ("turkish", "Bildiğince anlattı."),
         ("german", "Wenn möglich"),  # an opening with no clause after it
         # A preposed phrase with no verb after it and no comma: nothing is guessed.
         ("german", "Durch den Tunnel zum Bahnhof"),
@@ -165,3 +170,11 @@ def test_a_german_chain_is_stored_with_its_edges_and_span_link(world, access):
     assert edges[first.pk].effect_terms == ["ausfa", "kühlu"]
     link = SpanLink.objects.get(source=edges[first.pk], target=edges[second.pk])
     assert link.method == "terms"
+
+
+def test_a_postposition_ending_like_a_converb_is_no_connective():
+    # "gün boyunca" ("all day long") ends as "-unca" ("when") does: the one connective
+    # of the sentence is "yol açtı", and "boyunca" stays in its effect.
+    text = "Kahvaltıyı atlamaması, gün boyunca enerjik hissetmesine yol açtı."
+    found = [(r.cause, r.effect, r.cue) for r in cue_relations(text, "turkish")]
+    assert found == [("Kahvaltıyı atlamaması", "gün boyunca enerjik hissetmesine", "yol açtı")]
