@@ -69,6 +69,12 @@ CUES: dict[str, tuple[Cue, ...]] = {
         Cue(FORWARD, r"(?<=[,;] )(?:was|die|der|das) zu (?P<effect>[^,;]+?) (?:führt|führte|führen|führten)"),
         Cue(FORWARD, r"(?:führ(?:t|te|en|ten)|hat|hatte|haben) (?:dazu|geführt),? dass"),
         Cue(FORWARD, r"sorg(?:t|te|en|ten) dafür,? dass|hat(?:te)? zur folge,? dass|so ?dass|sodass"),
+        # With a modal the verb goes last: "X kann zu Y führen".
+        Cue(
+            FORWARD,
+            r"(?:kann|können|konnte|konnten|könnte|könnten|wird|werden|würde|würden)(?: auch)? zu"
+            r" (?P<effect>[^,;]+?) führen",
+        ),
         Cue(FORWARD, r"führ(?:t|te|en|ten) zu(?:r|m)?|geführt"),
         Cue(FORWARD, r"(?<=[,;] )(?:deshalb|daher|deswegen|folglich|dadurch|weshalb|wodurch|infolgedessen)"),
         Cue(BACKWARD, r"(?:verursacht|ausgelöst|bewirkt) durch"),
@@ -82,9 +88,20 @@ CUES: dict[str, tuple[Cue, ...]] = {
     "dutch": (
         Cue(OPENING, r"als|wanneer|omdat|doordat|zodra|nadat"),
         Cue(PREPOSED, r"door|vanwege|wegens|dankzij|als gevolg van"),
-        Cue(FORWARD, r"(?<=[,;] )(?:wat|die|dat) tot (?P<effect>[^,;]+?) (?:leidt|leidde|leiden|leidden)"),
+        Cue(
+            FORWARD,
+            r"(?<=[,;] )(?:wat|die|dat) tot (?P<effect>[^,;]+?)"
+            r" (?:(?:kan|kunnen|kon|konden|zal|zullen|zou|zouden) )?(?:leidt|leidde|leiden|leidden)",
+        ),
         Cue(FORWARD, r"zorg(?:t|de|den|en) ervoor dat|heeft tot gevolg dat|met als gevolg dat|zodat"),
-        Cue(FORWARD, r"leid(?:t|de|den|en) tot|geleid tot|resulteer(?:t|de|den|en) in"),
+        # A modal before the verb belongs to the connective, not to the cause: "X kan
+        # (ook) leiden tot Y", and verb-final "X kan tot Y leiden".
+        Cue(FORWARD, r"(?:kan|kunnen|kon|konden|zal|zullen|zou|zouden) tot (?P<effect>[^,;]+?) leiden"),
+        Cue(
+            FORWARD,
+            r"(?:(?:kan|kunnen|kon|konden|zal|zullen|zou|zouden)(?: ook)? )?leid(?:t|de|den|en) tot"
+            r"|geleid tot|resulteer(?:t|de|den|en) in",
+        ),
         Cue(FORWARD, r"veroorzaak(?:t|te|ten|en)|(?<=[,;] )(?:waardoor|daardoor|daarom|dus|hierdoor)"),
         Cue(BACKWARD, r"(?:wordt|werd|worden|werden|is|zijn) (?:veroorzaakt|teweeggebracht) door"),
         Cue(BACKWARD, r"(?<=[,;] )(?:omdat|doordat|als|wanneer)|vanwege|wegens|als gevolg van|dankzij"),
