@@ -218,10 +218,14 @@ CUES: dict[str, tuple[Cue, ...]] = {
     ),
     "portuguese": (
         Cue(OPENING, r"quando|como|porque|se|já que|devido a"),
-        Cue(PREPOSED, r"por causa d(?:e|o|a|os|as)|graças a(?:o|os|s)?"),
+        Cue(PREPOSED, r"por causa d(?:e|o|a|os|as)|graças (?:a(?:o|os|s)?|às?)"),
         Cue(FORWARD, r"(?<=[,;] )(?:portanto|por isso|logo|assim)|o que (?:caus|provoc|lev)\w*(?: a)?"),
         Cue(BACKWARD, r"(?:é|foi|são|foram|era) (?:causad|provocad)[oa]s? por"),
-        Cue(BACKWARD, r"porque|devido a(?:o|os|s)?|por causa d(?:e|o|a|os|as)|graças a(?:o|os|s)?|já que"),
+        Cue(
+            BACKWARD,
+            r"porque|devido (?:a(?:o|os|s)?|às?)|por causa d(?:e|o|a|os|as)"
+            r"|graças (?:a(?:o|os|s)?|às?)|já que",
+        ),
         Cue(
             FORWARD,
             r"(?:tem |têm )?"
@@ -266,6 +270,16 @@ CUES: dict[str, tuple[Cue, ...]] = {
 # A sentence ends at ., ! or ? followed by a space (not inside "0,5" or "3.5").
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _CLAUSE = re.compile(r"[,;:]")
+# The copula an effect span ends on before a backward cue ("est dû à", "fue debido a").
+_COPULA = {
+    language: re.compile(rf"\s+(?:{words})$", re.IGNORECASE)
+    for language, words in {
+        "french": r"est|sont|était|étaient|fut|furent|a été|ont été|avait été|sera|seront",
+        "spanish": r"es|son|fue|fueron|era|eran|ha sido|han sido|está|están|estaba|estaban",
+        "italian": r"è|sono|era|erano|fu|furono|è stat[oaie]|sono stat[ie]",
+        "portuguese": r"é|são|foi|foram|era|eram|está|estão",
+    }.items()
+}
 # Words that open a clause only to introduce it: kept out of the span.
 # An elided "qu'" is followed by its word at once ("qu'il a fallu un détour").
 _LEADING = re.compile(
@@ -423,6 +437,10 @@ def _relation(language: str, sentence: str, kind: str, match: re.Match[str]) -> 
         cause, effect = _clause_before(sentence, match.start()), _clause_after(sentence, match.end())
     else:
         effect, cause = _clause_before(sentence, match.start()), _clause_after(sentence, match.end())
+        # "Le retard est dû à X": the copula before the cue is no part of the effect.
+        copula = _COPULA.get(language)
+        if copula is not None:
+            effect = copula.sub("", effect)
     if len(cause) < MIN_SPAN or len(effect) < MIN_SPAN or cause == effect:
         return None
     return Relation(cause[:500], effect[:500], low_cue.lower())

@@ -73,7 +73,12 @@ CASES = [
      "les routes de la région deviennent glissantes"),
     ("french", "La livraison a été retardée parce qu'il manquait un camion.", "il manquait un camion",
      "La livraison a été retardée"),
-    ("french", "Le retard est dû au mauvais temps.", "mauvais temps", "Le retard est"),
+    ("french", "Le retard est dû au mauvais temps.", "mauvais temps", "Le retard"),
+    ("spanish", "El retraso del tren fue debido a la nieve.", "la nieve", "El retraso del tren"),
+    ("italian", "Il ritardo del volo è dovuto al maltempo.", "maltempo", "Il ritardo del volo"),
+    # "à" is "a" + "a": "devido à tempestade", "graças à chuva".
+    ("portuguese", "O atraso do voo foi devido à tempestade.", "tempestade", "O atraso do voo"),
+    ("portuguese", "Graças à chuva, a colheita foi boa.", "chuva", "a colheita foi boa"),
     ("french", "Le client est parti, si bien qu'il a annulé la commande.", "Le client est parti",
      "il a annulé la commande"),
     ("french", "La route a été fermée, ce qui a entraîné qu'il a fallu un détour.", "La route a été fermée",
