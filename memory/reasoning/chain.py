@@ -359,7 +359,12 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
         # laissé entrer la pluie." -> "La pluie a inondé le sol du salon". Or E names
         # its cause in an edge and C states it.
         progress = _meet(cause.rheme, effect.theme)
-        named = effect.cause_vector is not None and bool(cause.words & effect.cause_side)
+        # ... a word of it beyond what E is about, when it names more than that: "The
+        # CPU temperature was monitored" shares the subject of "When the CPU temperature
+        # rises" but not what rose. (A preposed cause, "Durch den Ausbau des 5G-Netzes
+        # ...", is what E is about: any word of it.)
+        beyond = {n for n in effect.cause_side if not any(t.startswith(n[:5]) for t in effect.theme)}
+        named = effect.cause_vector is not None and bool(cause.words & (beyond or effect.cause_side))
         linked = progress or named or (linked and english)
         if _ADDITIVE.search(cause.text):
             # "Das 5G-Netz verbessert auch die Mobilfunkabdeckung": an additive particle

@@ -141,6 +141,25 @@ def test_a_named_span_cut_at_its_connective_suffix_is_stated_by_the_whole_word()
     assert _states(frozenset({"kalk", "erken"}), frozenset({"kalkt", "erken"}))
 
 
+def test_a_fact_sharing_only_what_the_named_cause_is_about_is_a_sibling():
+    # "When the CPU temperature rises, ..." names its cause; "The CPU temperature was
+    # monitored by a sensor." says something else of the same thing (its theme), not
+    # that it rose: no link, a sibling. A fact stating the rise links.
+    text = "When the CPU temperature rises, the system throttles performance."
+    effect = profile("throttle", B, theme={"cpu", "temperatur"}, rheme={"rise", "system", "throttl"},
+                     cause_vector=A, text=text)  # fmt: skip
+    span = stems(WORD.findall("the CPU temperature rises"))
+    effect = Profile(**{**effect.__dict__, "cause_side": span, "named": span})
+    monitored = profile("sensor", A, theme={"cpu", "temperatur"}, rheme={"monitor", "sensor"},
+                        text="The CPU temperature was monitored by a sensor.")  # fmt: skip
+    rising = profile("load", A, theme={"heavi", "load"}, rheme={"made", "cpu", "temperatur", "rise"},
+                     text="Heavy load made the CPU temperature rise.")  # fmt: skip
+    assert cause_score(monitored, effect, {}, set(), strict=True) == 0.0
+    assert cause_score(rising, effect, {}, set(), strict=True) >= FLOOR
+    # The ranking's lenient walk keeps weighing it by its embedding.
+    assert cause_score(monitored, effect, {}, set()) > 0
+
+
 def test_two_versions_of_one_statement_are_no_step():
     # "The vendor raised the licence fee by 10%." / "The vendor cut the licence fee by 10%."
     raised = profile("raised", A, theme={"vendor", "raise"}, rheme={"licenc", "fee"})
