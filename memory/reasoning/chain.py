@@ -40,7 +40,8 @@ The chain an answer states is walked with ``strict=True``, since it is read as t
 cause: links also come from *thematic progression* (C's rheme, the non-hub lexemes
 of the second half of the sentence by word position, the middle word included,
 names E's theme, the words before the middle, by the same lexeme or one derived
-from the same word: language-blind), or E's edge naming a cause span C states; the English parse
+from the same word: language-blind), or E's edge naming a cause span C states a word
+of (beyond what E is about, unless the span is E's theme); the English parse
 counts only between English facts; two facts on one theme that do not progress are
 siblings and no step, and so is a fact with an additive particle ("also", "auch",
 "también": it adds one more thing about its theme) unless what it adds progresses
