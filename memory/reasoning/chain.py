@@ -364,7 +364,7 @@ def _implicit(cause: Profile, effect: Profile, strict: bool = False) -> float:
         # CPU temperature was monitored" shares the subject of "When the CPU temperature
         # rises" but not what rose. (A preposed cause, "Durch den Ausbau des 5G-Netzes
         # ...", is what E is about: any word of it.)
-        beyond = {n for n in effect.cause_side if not any(t.startswith(n[:5]) for t in effect.theme)}
+        beyond = {n for n in effect.cause_side if not any(t.startswith(n) for t in effect.theme)}
         named = effect.cause_vector is not None and bool(cause.words & (beyond or effect.cause_side))
         linked = progress or named or (linked and english)
         if _ADDITIVE.search(cause.text):
