@@ -73,12 +73,6 @@ CASES = [
      "les routes de la région deviennent glissantes"),
     ("french", "La livraison a été retardée parce qu'il manquait un camion.", "il manquait un camion",
      "La livraison a été retardée"),
-    ("french", "Le retard est dû au mauvais temps.", "mauvais temps", "Le retard"),
-    ("spanish", "El retraso del tren fue debido a la nieve.", "la nieve", "El retraso del tren"),
-    ("italian", "Il ritardo del volo è dovuto al maltempo.", "maltempo", "Il ritardo del volo"),
-    # "à" is "a" + "a": "devido à tempestade", "graças à chuva".
-    ("portuguese", "O atraso do voo foi devido à tempestade.", "tempestade", "O atraso do voo"),
-    ("portuguese", "Graças à chuva, a colheita foi boa.", "chuva", "a colheita foi boa"),
     ("french", "Le client est parti, si bien qu'il a annulé la commande.", "Le client est parti",
      "il a annulé la commande"),
     ("french", "La route a été fermée, ce qui a entraîné qu'il a fallu un détour.", "La route a été fermée",
@@ -86,6 +80,13 @@ CASES = [
     ("italian", "Il volo è stato cancellato a causa dell'uragano.", "uragano", "Il volo è stato cancellato"),
     ("italian", "Le vendite sono cresciute grazie al nuovo prodotto.", "nuovo prodotto",
      "Le vendite sono cresciute"),
+    # The copula before a backward cue is no part of the effect.
+    ("french", "Le retard est dû au mauvais temps.", "mauvais temps", "Le retard"),
+    ("spanish", "El retraso del tren fue debido a la nieve.", "la nieve", "El retraso del tren"),
+    ("italian", "Il ritardo del volo è dovuto al maltempo.", "maltempo", "Il ritardo del volo"),
+    # "à" is "a" + "a": "devido à tempestade", "graças à chuva".
+    ("portuguese", "O atraso do voo foi devido à tempestade.", "tempestade", "O atraso do voo"),
+    ("portuguese", "Graças à chuva, a colheita foi boa.", "chuva", "a colheita foi boa"),
     ("spanish", "Gracias a la lluvia, el embalse se llenó.", "la lluvia", "el embalse se llenó"),
     ("italian", "A causa della neve, la strada è stata chiusa.", "neve", "la strada è stata chiusa"),
     ("portuguese", "Por causa da greve, o porto parou.", "greve", "o porto parou"),
