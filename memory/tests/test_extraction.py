@@ -71,6 +71,72 @@ def test_span_terms_skip_entity_recognition_and_keep_the_full_parse_lemmas():
     assert span_terms(SPAN_TEXTS) == terms  # now from the cached full parses
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a relative pronoun stands for the noun it follows...
+        ("The outage caused delays, which led to customer complaints.",
+         {("The outage", "delays"), ("delays", "customer complaints")}),
+        ("Heavy rain caused flooding that led to road closures.",
+         {("Heavy rain", "flooding"), ("flooding", "road closures")}),
+        # ... or for the clause before it when no causal verb governs that noun
+        ("The server crashed, which caused an outage.", {("The server crashed", "an outage")}),
+        ("The fire damaged the warehouse, which resulted in a two-week closure.",
+         {("The fire damaged the warehouse", "a two-week closure")}),
+        ("When the queue backs up, the workers time out, which causes failed checkouts.",
+         {("the queue backs up", "the workers time out"), ("the workers time out", "failed checkouts")}),
+        # effect clauses one after the other
+        ("A power cut stopped the pumps, so the basement flooded, so the tenants left.",
+         {("A power cut stopped the pumps", "the basement flooded"), ("the basement flooded", "the tenants left")}),
+        ("Because the supplier was late, production stopped, and as a result orders were cancelled.",
+         {("the supplier was late", "production stopped"), ("production stopped", "orders were cancelled")}),
+        ("Due to heavy fog, flights were delayed, which led to missed connections.",
+         {("heavy fog", "flights were delayed"), ("flights were delayed", "missed connections")}),
+        ("The outage caused delays, and the delays led to refunds.",
+         {("The outage", "delays"), ("the delays", "refunds")}),
+    ],
+)  # fmt: skip
+def test_chained_connectives_give_one_relation_per_link(text, expected):
+    assert {(c, e) for c, e, _ in relations(text)} == expected
+
+
+def test_a_cue_inside_a_clause_of_its_own_does_not_cut_it():
+    # "create" is a causal verb inside the when-clause, not the next link of a chain
+    found = relations("It's an amazing feeling when you create something and it resonates with people.")
+    assert ("you create something", "It's an amazing feeling", "when") in found
+    # nor is "so"'s cause cut after it: the when-clause holding it is the last link
+    found = relations("It feels great when you create something, so I keep painting.")
+    assert ("It feels great when you create something", "I keep painting", "so") in found
+    # a further cue no boundary word sets off stays inside the span
+    found = relations("The strike caused shortages in stores where panic buying created empty shelves.")
+    assert ("The strike", "shortages in stores where panic buying created empty shelves", "cause") in found
+
+
+def test_so_of_degree_is_no_connective():
+    for text in (
+        "I was so embarrassed when I saw the photos.",
+        "It was so fun!",
+        "Aww, they're so cute!",
+        "There are so many types and flavors to try.",
+        "You must have been so pumped when it happened!",
+    ):
+        assert [r for r in relations(text) if r[2] == "so"] == [], text
+    assert relations("I was so tired, so I went home.") == [("I was so tired", "I went home", "so")]
+    assert relations("Those nights were worth it - so take some time to savor it.") == [
+        ("Those nights were worth it", "take some time to savor it", "so")
+    ]
+
+
+def test_the_effect_of_a_subordinate_cause_is_the_clause_it_hangs_on():
+    # not the longest run of what is left ("so I know all about them")
+    assert ("I was a boy", "I've always liked turtles", "since") in relations(
+        "I've always liked turtles since I was a boy, so I know all about them!"
+    )
+    assert ("we live far apart", "Me and my siblings don't hang out much", "since") in relations(
+        "Me and my siblings don't hang out much since we live far apart, but when we do we plan a game night."
+    )
+
+
 def test_no_connective_no_edge():
     assert relations("The disk filled up. The service stopped.") == []
     assert relations("She arrived after the meeting.") == []
