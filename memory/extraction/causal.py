@@ -365,6 +365,8 @@ def rule_relations(doc: Any) -> list[Relation]:
         lead = " ".join(t.lower_ for t in sent[:4])
         for cue in ("as a result", "therefore", "consequently", "because of this", "so"):
             if lead.startswith(cue + " ") or lead.startswith(cue + " ,"):
+                if cue == "so" and _not_connective(sent[0], list(sent[1:])):
+                    break  # "Congrats! So proud of you."
                 width = len(cue.split(" "))
                 effect = [t for t in sent if t.i >= sent.start + width]
                 across[n] = _Found(list(sents[n - 1]), effect, cue, (sent.start, sent.start + width - 1))

@@ -87,7 +87,8 @@ def test_span_terms_skip_entity_recognition_and_keep_the_full_parse_lemmas():
          {("the queue backs up", "the workers time out"), ("the workers time out", "failed checkouts")}),
         # effect clauses one after the other
         ("A power cut stopped the pumps, so the basement flooded, so the tenants left.",
-         {("A power cut stopped the pumps", "the basement flooded"), ("the basement flooded", "the tenants left")}),
+         {("A power cut stopped the pumps", "the basement flooded"),
+          ("the basement flooded", "the tenants left")}),
         ("Because the supplier was late, production stopped, and as a result orders were cancelled.",
          {("the supplier was late", "production stopped"), ("production stopped", "orders were cancelled")}),
         ("Due to heavy fog, flights were delayed, which led to missed connections.",
@@ -121,7 +122,11 @@ def test_so_of_degree_is_no_connective():
         "You must have been so pumped when it happened!",
     ):
         assert [r for r in relations(text) if r[2] == "so"] == [], text
+    assert relations("Congrats, Nate! So proud of you for winning.") == []
     assert relations("I was so tired, so I went home.") == [("I was so tired", "I went home", "so")]
+    assert relations("The road was closed. So we took the ferry.") == [
+        ("The road was closed", "we took the ferry", "so")
+    ]
     assert relations("Those nights were worth it - so take some time to savor it.") == [
         ("Those nights were worth it", "take some time to savor it", "so")
     ]
