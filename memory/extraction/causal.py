@@ -108,10 +108,21 @@ def _subject_phrase(verb: Any, subj: Any) -> tuple[list[Any], bool]:
     A relative pronoun stands for what it refers to: the noun ("delays, which led to
     complaints"; "flooding that led to closures"), or the clause before it when the
     pronoun follows a comma and a noun no causal verb governs ("The fire damaged the
-    warehouse, which resulted in a closure"; "The server crashed, which caused ...")."""
+    warehouse, which resulted in a closure"; "The server crashed, which caused ...").
+    A bare "this" / "that" stands for the clause or sentence before it."""
+    doc = verb.doc
+    if subj.lower_ in ("this", "that") and subj.tag_ == "DT" and not list(subj.children):
+        # A bare demonstrative stands for what was just said: the clause before it in
+        # its sentence ("The disk filled up, and this caused ..."), else the sentence
+        # before ("The disk filled up. This caused the service to crash.").
+        before = [t for t in verb.sent if t.i < subj.i]
+        if any(not t.is_punct and t.lower_ not in _BOUNDARY for t in before):
+            return before, True
+        if verb.sent.start > 0:
+            return list(doc[verb.sent.start - 1].sent), True
+        return _subtree(subj), False
     if subj.lower_ not in _RELATIVE or subj.tag_ not in ("WDT", "WP"):
         return _subtree(subj), False
-    doc = verb.doc
     after_comma = subj.i > 0 and doc[subj.i - 1].text == ","
     if verb.dep_ == "relcl":
         noun = verb.head

@@ -95,6 +95,12 @@ def test_span_terms_skip_entity_recognition_and_keep_the_full_parse_lemmas():
          {("heavy fog", "flights were delayed"), ("flights were delayed", "missed connections")}),
         ("The outage caused delays, and the delays led to refunds.",
          {("The outage", "delays"), ("the delays", "refunds")}),
+        # a bare demonstrative stands for the clause, or the sentence, before it
+        ("The disk filled up, and this caused the service to crash.",
+         {("The disk filled up", "the service to crash")}),
+        ("Prices rose. This led to fewer orders, which caused layoffs.",
+         {("Prices rose", "fewer orders"), ("fewer orders", "layoffs")}),
+        ("This caused the service to crash.", {("This", "the service to crash")}),
     ],
 )  # fmt: skip
 def test_chained_connectives_give_one_relation_per_link(text, expected):
