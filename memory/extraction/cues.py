@@ -22,8 +22,8 @@ semicolons, the sentence's ends):
   (:func:`_preposed_phrase_end`).
 
 A sentence states as many relations as it has connectives that do not overlap,
-each pattern read once (the order: opening, the language's multi-word and passive
-connectives, then single words). The cue stored is the
+each pattern read wherever it occurs (the order: opening, the language's multi-word
+and passive connectives, then single words). The cue stored is the
 connective as written, lower-cased. These are the common connectives of each
 language's grammar, not a list fitted to any data; anything subtler (implicit
 causation, a cause named only by a pronoun) is left to the chain walk's scorer.
@@ -286,6 +286,11 @@ _LEADING = re.compile(
     r"^(?:(?:dass|daß|que|dat|che|ki|that|en|et|y|e|und|and|ve)\s+|qu['\u2019]\s*)", re.IGNORECASE
 )
 MIN_SPAN = 2
+# A relative pronoun standing for the clause before it, left as a connective's cause
+# when the table matched only the verb after it.
+_RELATIVE_ONLY = re.compile(
+    r"(?:lo que|lo cual|ce qui|ce que|ciò che|il che|o que|wat|was|die|der|dat|which)", re.IGNORECASE
+)
 
 
 @cache
@@ -318,10 +323,17 @@ def _clean(span: str) -> str:
 
 def _clause_before(sentence: str, end: int) -> str:
     """The clause that ends at ``end``: back to the previous comma, or the sentence
-    start when that would leave nothing."""
+    start when that would leave nothing. A clause that is only a relative pronoun
+    stands for the one before it ("X, lo que causó Y": X)."""
     head = sentence[:end]
     parts = _CLAUSE.split(head)
+    # A connective opening its clause right after a comma ("X, was zu Y führt") has
+    # nothing before it in its own clause: the clause before the comma is the cause.
+    while len(parts) > 1 and not _clean(parts[-1]):
+        parts = parts[:-1]
     last = _clean(parts[-1])
+    if _RELATIVE_ONLY.fullmatch(last) and len(parts) > 1:
+        parts, last = parts[:-1], _clean(parts[-2])
     return last if len(last) >= MIN_SPAN or len(parts) == 1 else _clean(head)
 
 
@@ -459,20 +471,38 @@ def cue_relations(text: str, language: str) -> list[Relation]:
             # A letter whose lower case is longer ("İ"): cut the spans from the lower case.
             sentence = low
         taken: list[tuple[int, int]] = []
+        links: list[tuple[int, str, Relation]] = []
         for kind, pattern in patterns:
-            # A connective inside one already read ("lo que provoca" / "provoca") is not another.
-            free = (
-                m for m in pattern.finditer(low) if not any(m.start() < e and b < m.end() for b, e in taken)
-            )
-            match = next(free, None)
-            if match is None:
-                continue
-            # Spans are cut from the sentence as written (same offsets, checked above).
-            relation = _relation(language, sentence, kind, match)
-            if relation is not None:
-                found.append(relation)
-                taken.append(match.span())
+            # Every occurrence: a sentence may chain one connective ("X, wat leidde tot
+            # Y, wat leidde tot Z"). One inside a connective already read ("lo que
+            # provoca" / "provoca") is not another.
+            for match in pattern.finditer(low):
+                if any(match.start() < e and b < match.end() for b, e in taken):
+                    continue
+                # Spans are cut from the sentence as written (same offsets, checked above).
+                relation = _relation(language, sentence, kind, match)
+                if relation is not None:
+                    links.append((match.start(), kind, relation))
+                    taken.append(match.span())
+        found += _chained(links)
     return list(dict.fromkeys(found))
+
+
+def _chained(links: list[tuple[int, str, Relation]]) -> list[Relation]:
+    """A sentence's relations, in the order found; where one continues another ("X, lo
+    que provocó Y, lo que causó Z"), its cause is the other's effect (Y), not the
+    clause that states that other link ("lo que provocó Y")."""
+    out = []
+    for at, kind, rel in links:
+        if kind == FORWARD:
+            before = [
+                (start, other) for start, _kind, other in links
+                if start < at and other.effect != rel.cause and other.effect in rel.cause
+            ]  # fmt: skip
+            if before:
+                rel = Relation(max(before, key=lambda b: b[0])[1].effect, rel.effect, rel.cue)
+        out.append(rel)
+    return out
 
 
 def span_terms(span: str, language: str) -> list[str]:

@@ -97,8 +97,9 @@ CASES = [
      "nierfalen bij oudere patiënten"),
     ("dutch", "Een tekort aan slaap kan tot ernstige concentratieproblemen leiden.", "Een tekort aan slaap",
      "ernstige concentratieproblemen"),
+    # the second link's cause is the first one's effect
     ("dutch", "De storing in het magazijn kan leiden tot vertraging, wat tot klachten zal leiden.",
-     "De storing in het magazijn kan leiden tot vertraging", "klachten"),
+     "vertraging", "klachten"),
     ("german", "Ein Mangel an Vitamin D kann zu einer schwachen Knochenstruktur führen.",
      "Ein Mangel an Vitamin D", "einer schwachen Knochenstruktur"),
     ("turkish", "Fırtına yüzünden uçuş iptal edildi.", "Fırtına", "uçuş iptal edildi"),
@@ -156,6 +157,43 @@ def test_a_sentence_states_each_connective_once():
     assert any(e == "la hipoglucemia" and cue == "lo que lleva a" for _c, e, cue in found), found
     # "lo que lleva a" is one connective, not also "lleva a" inside it.
     assert len(found) == 2
+
+
+_DE_CHAIN = "Der Server ist abgestürzt, was zu einem Ausfall führte, der zu Beschwerden der Kunden führte."
+_ES_CHAIN = "El proveedor se retrasó, lo que provocó una parada de la producción, lo que causó cancelaciones."
+_FR_CHAIN = (
+    "Le fournisseur a pris du retard, ce qui a entraîné l'arrêt de l'usine, ce qui a provoqué un report."
+)
+_NL_CHAIN = "De leverancier was te laat, wat leidde tot een productiestop, wat leidde tot annuleringen."
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "links"),
+    [
+        ("german", _DE_CHAIN,
+         [("Der Server ist abgestürzt", "einem Ausfall"), ("einem Ausfall", "Beschwerden der Kunden")]),
+        ("spanish", _ES_CHAIN,
+         [("El proveedor se retrasó", "una parada de la producción"),
+          ("una parada de la producción", "cancelaciones")]),
+        ("french", _FR_CHAIN,
+         [("Le fournisseur a pris du retard", "l'arrêt de l'usine"), ("l'arrêt de l'usine", "un report")]),
+        # the same connective twice, and a cause named only by the relative pronoun
+        ("dutch", _NL_CHAIN,
+         [("De leverancier was te laat", "een productiestop"), ("een productiestop", "annuleringen")]),
+    ],
+)  # fmt: skip
+def test_a_sentence_chaining_connectives_states_each_link(language, text, links):
+    assert [(r.cause, r.effect) for r in cue_relations(text, language)] == links
+
+
+def test_a_verb_final_clause_after_a_comma_has_the_clause_before_as_cause():
+    # Not the whole sentence before it.
+    found = cue_relations("Am Montag stieg die Last, was zu einer höheren Latenz führt.", "german")
+    assert [(r.cause, r.effect) for r in found] == [("Am Montag stieg die Last", "einer höheren Latenz")]
+    found = cue_relations(
+        "Nach dem Update, am Montag, stieg die Last, was zu einer höheren Latenz führt.", "german"
+    )
+    assert [(r.cause, r.effect) for r in found] == [("stieg die Last", "einer höheren Latenz")]
 
 
 def test_the_english_rules_leave_other_languages_to_the_tables():
