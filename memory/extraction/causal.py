@@ -45,7 +45,12 @@ CAUSE_VERBS: dict[str, str | None] = {
 def _text(tokens: list[Any]) -> str:
     """Span text of contiguous tokens, trimmed of punctuation and conjunctions at the ends."""
     toks = list(tokens)
-    while toks and (toks[0].is_punct or toks[0].lower_ in ("and", "but", "so", "then", "that")):
+    # A leading "that" is a complementizer ("so that ..."), not "that" of "That bug".
+    while toks and (
+        toks[0].is_punct
+        or toks[0].lower_ in ("and", "but", "so", "then")
+        or (toks[0].lower_ == "that" and toks[0].dep_ != "det")
+    ):
         toks = toks[1:]
     while toks and (toks[-1].is_punct or toks[-1].lower_ in ("and", "but", "so", "then")):
         toks = toks[:-1]

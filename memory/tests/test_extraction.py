@@ -29,6 +29,7 @@ def relations(text: str) -> list[tuple[str, str, str]]:
         ("The memory leak led to repeated restarts.", "The memory leak", "repeated restarts"),
         ("The expired certificate results in failed logins.", "The expired certificate", "failed logins"),
         ("A config push triggers a cache flush.", "A config push", "a cache flush"),
+        ("That bug caused an outage.", "That bug", "an outage"),  # "that" as a determiner stays
         ("The outage was caused by a faulty router.", "a faulty router", "The outage"),
         ("The vendor raised prices, so the team cancelled the contract.",
          "The vendor raised prices", "the team cancelled the contract"),
