@@ -121,7 +121,7 @@ def _subject_phrase(verb: Any, subj: Any) -> tuple[list[Any], bool]:
         # its sentence ("The disk filled up, and this caused ..."), else the sentence
         # before ("The disk filled up. This caused the service to crash.").
         before = [t for t in verb.sent if t.i < subj.i]
-        if any(not t.is_punct and t.lower_ not in _BOUNDARY for t in before):
+        if any(t.pos_ in ("VERB", "AUX") for t in before):  # a clause, not "Hopefully, this ..."
             return before, True
         if verb.sent.start > 0:
             return list(doc[verb.sent.start - 1].sent), True
@@ -262,9 +262,9 @@ def _prepositional_relations(sent: Any) -> list[_Found]:
 
 
 def _not_connective(so: Any, after: list[Any]) -> bool:
-    """ "so that", and "so" of degree: "so relieved", "so many", "it so fun", "so
-    pumped when ...". The connective modifies the verb of the clause it opens, not the
-    word right after it."""
+    """Whether "so" is "so that" or "so" of degree ("so relieved", "so many", "it so
+    fun", "so pumped when ..."): the connective modifies the verb of the clause it
+    opens, not the word right after it."""
     if after and (after[0].lower_ in ("that", "much", "far") or after[0].pos_ in ("ADJ", "ADV")):
         return True
     # ("- so take some time": the connective before an imperative is right before its verb)
@@ -393,10 +393,12 @@ def rule_relations(doc: Any) -> list[Relation]:
         covered = {tok.i for tok in sent if tok.pos_ in ("VERB", "AUX") and tok.lemma_ in CAUSE_VERBS}
         fallback = [] if verbal else _fallback_relations(sent, covered)
         rels = [*verbal, *fallback, *_prepositional_relations(sent), *_clause_relations(sent)]
-        *inside, opening = _chained([*rels, across[n]]) if n in across else [*_chained(rels), None]
-        if opening is not None:
-            chained[n] = opening
-        for rel in inside:
+        if n in across:
+            rels.append(across[n])
+        linked = _chained(rels)
+        if n in across:
+            chained[n] = linked.pop()  # stated after every sentence's own, as before
+        for rel in linked:
             cause, effect = _text(rel.cause), _text(rel.effect)
             if len(cause) >= 2 and len(effect) >= 2 and cause != effect:
                 found.append(Relation(cause[:500], effect[:500], rel.cue))

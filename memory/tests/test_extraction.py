@@ -102,6 +102,8 @@ def test_span_terms_skip_entity_recognition_and_keep_the_full_parse_lemmas():
         ("Prices rose. This led to fewer orders, which caused layoffs.",
          {("Prices rose", "fewer orders"), ("fewer orders", "layoffs")}),
         ("This caused the service to crash.", {("This", "the service to crash")}),
+        ("It rained all week. Hopefully, this leads to a good harvest.",
+         {("It rained all week", "a good harvest")}),
     ],
 )  # fmt: skip
 def test_chained_connectives_give_one_relation_per_link(text, expected):
