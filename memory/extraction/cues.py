@@ -471,7 +471,7 @@ def cue_relations(text: str, language: str) -> list[Relation]:
             # A letter whose lower case is longer ("İ"): cut the spans from the lower case.
             sentence = low
         taken: list[tuple[int, int]] = []
-        links: list[tuple[int, str, Relation]] = []
+        links: list[tuple[int, str, str, Relation]] = []
         for kind, pattern in patterns:
             # Every occurrence: a sentence may chain one connective ("X, wat leidde tot
             # Y, wat leidde tot Z"). One inside a connective already read ("lo que
@@ -482,22 +482,26 @@ def cue_relations(text: str, language: str) -> list[Relation]:
                 # Spans are cut from the sentence as written (same offsets, checked above).
                 relation = _relation(language, sentence, kind, match)
                 if relation is not None:
-                    links.append((match.start(), kind, relation))
+                    links.append((match.start(), match.group(0).strip(), kind, relation))
                     taken.append(match.span())
         found += _chained(links)
     return list(dict.fromkeys(found))
 
 
-def _chained(links: list[tuple[int, str, Relation]]) -> list[Relation]:
-    """A sentence's relations, in the order found; where one continues another ("X, lo
-    que provocó Y, lo que causó Z"), its cause is the other's effect (Y), not the
-    clause that states that other link ("lo que provocó Y")."""
+def _chained(links: list[tuple[int, str, str, Relation]]) -> list[Relation]:
+    """A sentence's relations (match start, connective as matched, kind, relation), in
+    the order found; where one continues another ("X, lo que provocó Y, lo que causó
+    Z"), its cause is the other's effect (Y), not the clause that states that other
+    link ("lo que provocó Y"): the cause holds the other's connective and, from it on,
+    the other's effect ("was zu einem Ausfall führte" holds its effect inside)."""
     out = []
-    for at, kind, rel in links:
+    for at, _said, kind, rel in links:
         if kind == FORWARD:
+            cause = rel.cause.lower()
             before = [
-                (start, other) for start, _kind, other in links
-                if start < at and other.effect != rel.cause and other.effect in rel.cause
+                (start, other) for start, said, _kind, other in links
+                if start < at and other.effect != rel.cause and said in cause
+                and other.effect.lower() in cause[cause.index(said):]
             ]  # fmt: skip
             if before:
                 rel = Relation(max(before, key=lambda b: b[0])[1].effect, rel.effect, rel.cue)

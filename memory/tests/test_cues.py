@@ -186,6 +186,15 @@ def test_a_sentence_chaining_connectives_states_each_link(language, text, links)
     assert [(r.cause, r.effect) for r in cue_relations(text, language)] == links
 
 
+def test_a_cause_only_naming_an_earlier_effect_is_no_continuation_of_it():
+    # "la sequía del sur" holds the first link's effect but not its connective: its own.
+    found = cue_relations("El calor provocó la sequía, y la sequía del sur provocó incendios.", "spanish")
+    assert [(r.cause, r.effect) for r in found] == [
+        ("El calor", "la sequía"),
+        ("la sequía del sur", "incendios"),
+    ]
+
+
 def test_a_verb_final_clause_after_a_comma_has_the_clause_before_as_cause():
     # Not the whole sentence before it.
     found = cue_relations("Am Montag stieg die Last, was zu einer höheren Latenz führt.", "german")
