@@ -39,7 +39,12 @@ CAUSE_VERBS: dict[str, str | None] = {
     "result": "in",
     "contribute": "to",
     "give": "to",  # "give rise to"
+    "spark": None,
+    "prompt": None,
+    "bring": None,  # "bring about" only
 }
+# Verbs whose subject is the effect, the cause introduced by "from" ("Y resulted from X").
+FROM_VERBS = frozenset({"result", "stem", "arise", "originate"})
 
 
 def _text(tokens: list[Any]) -> str:
@@ -127,7 +132,13 @@ def _subject_phrase(verb: Any, subj: Any) -> tuple[list[Any], bool]:
             return list(doc[verb.sent.start - 1].sent), True
         return _subtree(subj), False
     if subj.lower_ not in _RELATIVE or subj.tag_ not in ("WDT", "WP"):
-        return _subtree(subj), False
+        # Without a relative clause stating a link of its own ("The layoffs, which
+        # stemmed from the merger, caused ..."): that link is read on its own.
+        linked = {
+            t.i for c in subj.children
+            if c.dep_ == "relcl" and (c.lemma_ in CAUSE_VERBS or c.lemma_ in FROM_VERBS) for t in c.subtree
+        }  # fmt: skip
+        return _contiguous([t for t in _subtree(subj) if t.i not in linked]), False
     after_comma = subj.i > 0 and doc[subj.i - 1].text == ","
     if verb.dep_ == "relcl":
         noun = verb.head
@@ -142,10 +153,32 @@ def _subject_phrase(verb: Any, subj: Any) -> tuple[list[Any], bool]:
     return [t for t in verb.sent if t.i < subj.i], True
 
 
+def _from_relation(verb: Any) -> _Found | None:
+    """ "Y resulted from / stemmed from / arose from X": the subject is the effect."""
+    source = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ == "from"), None)
+    subj = next((c for c in verb.children if c.dep_ in ("nsubj", "csubj")), None)
+    cause = (
+        next((g for g in source.children if g.dep_ in ("pobj", "pcomp")), None)
+        if source is not None
+        else None
+    )
+    if subj is None or cause is None:
+        return None
+    effect, _clause = _subject_phrase(verb, subj)
+    return _Found(_subtree(cause), effect, f"{verb.lemma_} from", (verb.i, source.i))
+
+
 def _verb_relations(sent: Any) -> list[_Found]:
     out = []
     for tok in sent:
-        if tok.pos_ not in ("VERB", "AUX") or tok.lemma_ not in CAUSE_VERBS:
+        if tok.pos_ not in ("VERB", "AUX"):
+            continue
+        if tok.lemma_ in FROM_VERBS and (found := _from_relation(tok)) is not None:
+            out.append(found)
+            continue
+        if tok.lemma_ not in CAUSE_VERBS:
+            continue
+        if tok.lemma_ == "bring" and not any(c.dep_ == "prt" and c.lower_ == "about" for c in tok.children):
             continue
         prep = CAUSE_VERBS[tok.lemma_]
         subj = next((c for c in tok.children if c.dep_ in ("nsubj", "csubj")), None)
@@ -159,8 +192,10 @@ def _verb_relations(sent: Any) -> list[_Found]:
                     _Found(_subtree(pobj), _subtree(passive_subj), f"{tok.lemma_} by", (tok.i, agent.i))
                 )
             continue
-        if subj is None:
-            continue
+        if subj is None or (
+            subj.lower_ in ("what", "who") and tok.dep_ != "relcl" and not list(subj.children)
+        ):
+            continue  # a question names no cause: "What caused the outage?"
         effect_head = None
         last = tok.i
         if prep is None:
@@ -176,6 +211,8 @@ def _verb_relations(sent: Any) -> list[_Found]:
             continue
         cause, leading = _subject_phrase(tok, subj)
         cue = tok.lemma_ if prep is None else f"{tok.lemma_} {prep}"
+        if tok.lemma_ == "bring":
+            cue = "bring about"
         out.append(_Found(cause, _object_phrase(tok, effect_head), cue, (tok.i, last), leading))
     return out
 

@@ -39,6 +39,13 @@ def relations(text: str) -> list[tuple[str, str, str]]:
         ("The flight was delayed due to heavy fog.", "heavy fog", "The flight was delayed"),
         ("Sales dropped as a result of the price increase.", "the price increase", "Sales dropped"),
         ("The build broke because the lockfile was stale.", "the lockfile was stale", "The build broke"),
+        ("The outage resulted from a misconfigured router.", "a misconfigured router", "The outage"),
+        ("The delay stemmed from a customs inspection.", "a customs inspection", "The delay"),
+        ("The fire arose from faulty wiring.", "faulty wiring", "The fire"),
+        # more cause-first verbs
+        ("The price cut sparked a surge in orders.", "The price cut", "a surge in orders"),
+        ("The outage prompted a full review of the network.", "The outage", "a full review of the network"),
+        ("The merger brought about major layoffs.", "The merger", "major layoffs"),
     ],
 )  # fmt: skip
 def test_rules_read_cause_and_effect_in_both_directions(text, cause, effect):
@@ -154,6 +161,20 @@ def test_the_effect_of_a_subordinate_cause_is_the_clause_it_hangs_on():
 def test_no_connective_no_edge():
     assert relations("The disk filled up. The service stopped.") == []
     assert relations("She arrived after the meeting.") == []
+    assert relations("She brought her laptop.") == []  # "bring" only with "about"
+    # a question names no cause
+    assert relations("What caused the outage?") == []
+    assert relations("Who caused the delay?") == []
+
+
+def test_a_subjects_relative_clause_stating_a_link_is_a_link_of_its_own():
+    assert {
+        (c, e) for c, e, _ in relations("The layoffs, which stemmed from the merger, caused protests.")
+    } == {
+        ("the merger", "The layoffs"),
+        ("The layoffs", "protests"),
+    }
+    assert relations("The team, who caused the delay, apologized.") == [("The team", "the delay", "cause")]
 
 
 def test_entities_are_named_entities_and_noun_chunks_normalized():
