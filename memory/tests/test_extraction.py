@@ -528,6 +528,19 @@ def test_span_links_are_stored_on_write_and_follow_the_edges(world, access):
     assert not SpanLink.objects.filter(tenant=world.tenant).exists()
 
 
+def test_a_chained_sentence_is_stored_as_linked_edges(world, access):
+    # Written and extracted as a write is: two edges of one item, the first's effect
+    # span linked to the second's cause span, so a chain runs through the sentence.
+    from memory.models import SpanLink
+
+    item = fact(access, "The outage caused delays, which led to customer complaints.")
+    edges = {(e.cause, e.effect): e for e in CausalEdge.objects.filter(item=item)}
+    assert set(edges) == {("The outage", "delays"), ("delays", "customer complaints")}
+    first, second = edges[("The outage", "delays")], edges[("delays", "customer complaints")]
+    assert SpanLink.objects.filter(source=first, target=second).exists()
+    assert not CausalEdge.objects.filter(item=item, cause__iexact="which").exists()
+
+
 def test_span_links_never_cross_tenants(world):
     from memory.enforcement import system_access
     from memory.models import SpanLink
