@@ -27,20 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.eval_quality import DEFAULT_DATA, causal_cases, extra_cases, locomo_conversations, locomo_turns  # noqa: E402
+from bench.answer_roots import SETS  # noqa: E402  (the ReasonGraph sets: file and reader)
+from bench.eval_quality import DEFAULT_DATA, locomo_conversations, locomo_turns  # noqa: E402
 from bench.machine import machine  # noqa: E402
-
-REASONGRAPH = {
-    "causal": ("causal_cases.jsonl", causal_cases),
-    "extra": ("reasoning_cases_extra.jsonl", extra_cases),
-    "batch3": ("causal_cases_batch3.jsonl", causal_cases),
-    "batch4": ("causal_cases_batch4_trnl.jsonl", causal_cases),
-}
 
 
 def texts_by_set(data: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for name, (file, reader) in REASONGRAPH.items():
+    for name, (file, reader) in SETS.items():
         facts, _questions = reader(data / "reasongraph" / file)
         out[name] = list(dict.fromkeys(f["content"] for f in facts))
     pairs = [
