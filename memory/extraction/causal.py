@@ -41,8 +41,10 @@ CAUSE_VERBS: dict[str, str | None] = {
     "give": "to",  # "give rise to"
     "spark": None,
     "prompt": None,
-    "bring": None,  # "bring about" only
+    "bring": None,
 }
+# Causal verbs only with a particle: "bring about".
+PARTICLES = {"bring": "about"}
 # Verbs whose subject is the effect, the cause introduced by "from" ("Y resulted from X").
 FROM_VERBS = frozenset({"result", "stem", "arise", "originate"})
 
@@ -154,7 +156,7 @@ def _subject_phrase(verb: Any, subj: Any) -> tuple[list[Any], bool]:
 
 
 def _from_relation(verb: Any) -> _Found | None:
-    """ "Y resulted from / stemmed from / arose from X": the subject is the effect."""
+    """The relation of "Y resulted / stemmed / arose from X": the subject is the effect."""
     source = next((c for c in verb.children if c.dep_ == "prep" and c.lower_ == "from"), None)
     subj = next((c for c in verb.children if c.dep_ in ("nsubj", "csubj")), None)
     cause = (
@@ -178,7 +180,8 @@ def _verb_relations(sent: Any) -> list[_Found]:
             continue
         if tok.lemma_ not in CAUSE_VERBS:
             continue
-        if tok.lemma_ == "bring" and not any(c.dep_ == "prt" and c.lower_ == "about" for c in tok.children):
+        particle = PARTICLES.get(tok.lemma_)
+        if particle and not any(c.dep_ == "prt" and c.lower_ == particle for c in tok.children):
             continue
         prep = CAUSE_VERBS[tok.lemma_]
         subj = next((c for c in tok.children if c.dep_ in ("nsubj", "csubj")), None)
@@ -210,9 +213,7 @@ def _verb_relations(sent: Any) -> list[_Found]:
         if effect_head is None:
             continue
         cause, leading = _subject_phrase(tok, subj)
-        cue = tok.lemma_ if prep is None else f"{tok.lemma_} {prep}"
-        if tok.lemma_ == "bring":
-            cue = "bring about"
+        cue = " ".join(w for w in (tok.lemma_, particle, prep) if w)
         out.append(_Found(cause, _object_phrase(tok, effect_head), cue, (tok.i, last), leading))
     return out
 
