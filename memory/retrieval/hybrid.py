@@ -81,7 +81,7 @@ from memory.embeddings import embed_query
 from memory.enforcement import Keys, MemoryAccess, visible_q
 from memory.models import MemoryItem
 from memory.retrieval.language import CONFIGS
-from memory.retrieval.lexical import QUOTED_LEXEME, bm25_rows
+from memory.retrieval.lexical import QUOTED_LEXEME, RECALL_POSTINGS, bm25_rows
 from memory.retrieval.rerank import get_reranker
 from memory.retrieval.speaker import LABEL_PATTERN, label, named_labels
 from memory.retrieval.when import Windows, windows
@@ -378,7 +378,14 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         # ranks the lexical candidates: the two slowest steps of a recall overlap.
         pending = _embedding_pool.submit(embed_query, rq.query)
         keyword_rows = (
-            bm25_rows(condition, access.tenant_id, rq.query, candidates, require_all=require_all)
+            bm25_rows(
+                condition,
+                access.tenant_id,
+                rq.query,
+                candidates,
+                require_all=require_all,
+                postings=RECALL_POSTINGS,
+            )
             if lexical
             else []
         )
@@ -386,7 +393,9 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     else:
         embedding = embed_query(rq.query) if rq.mode == "vector" else None
         if lexical:
-            keyword_rows = bm25_rows(condition, access.tenant_id, rq.query, candidates)
+            keyword_rows = bm25_rows(
+                condition, access.tenant_id, rq.query, candidates, postings=RECALL_POSTINGS
+            )
     vector = _vector_literal(embedding) if embedding is not None else None
     if vector is not None:
         vsql, vparams = _vector_sql(condition, vector, candidates)

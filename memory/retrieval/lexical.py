@@ -24,6 +24,7 @@ tenant's statistics:
   from the rarest up while their summed document frequency stays within
   ``POSTINGS_BUDGET``: a common word ("service" in every incident) still scores the
   items it appears in but does not make the database rank a quarter of the table;
+  ``recall`` also caps each selecting term at its first ``RECALL_POSTINGS`` items;
 * term frequency is the lexeme's position count, document length the vector's
   lexeme count, both read from the row's ``tsvector`` in the same statement.
 """
@@ -57,6 +58,9 @@ logger = logging.getLogger(__name__)
 MAX_LANGUAGES = 6
 # Summed document frequency of the terms that select candidates (see module doc).
 POSTINGS_BUDGET = 4000
+# The most candidates one selecting term brings to a recall's lexical list (see
+# bm25_rows): a word in more items brings the first this many of them.
+RECALL_POSTINGS = 1000
 STATS_TTL = 300.0
 # Items written since a tenant's statistics were read, as a share of the items they
 # counted (and at least GROWTH_FLOOR), after which they are read again; the shared
@@ -355,7 +359,13 @@ def matches(terms: list[Term], joiner: str) -> RawSQL:
 
 
 def bm25_rows(
-    condition: Q, tenant_id: Any, text: str, limit: int, *, require_all: bool = False
+    condition: Q,
+    tenant_id: Any,
+    text: str,
+    limit: int,
+    *,
+    require_all: bool = False,
+    postings: int | None = None,
 ) -> list[tuple[Any, float, Any, float]]:
     """(id, BM25 score, created_at, coverage) of the best ``limit`` items meeting
     ``condition`` (on MemoryItem: visibility and filters), best first.
@@ -363,11 +373,13 @@ def bm25_rows(
     Coverage is the score over the summed IDF of the query's terms in the item's
     language: about the share of the query's information the item holds (1 for
     every word once, in an item of average length), comparable across queries and
-    languages, unlike the raw score."""
+    languages, unlike the raw score. ``postings`` caps the candidates each selecting
+    term brings, as in :func:`bm25_rows_many` (any-word matching only)."""
     terms = query_lexemes(text, query_languages(tenant_id, text))
     if not terms:
         return []
-    return _scored(Candidates(condition), terms, tenant_stats(tenant_id, terms), limit, require_all)
+    stats = tenant_stats(tenant_id, terms)
+    return _scored(Candidates(condition), terms, stats, limit, require_all, postings=postings)
 
 
 def bm25_rows_many(

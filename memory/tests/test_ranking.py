@@ -133,6 +133,27 @@ def test_a_postings_cap_reads_a_few_visible_items_per_word(access, world):
     assert all(scores[r[0]] == r[1:] for r in capped)
 
 
+def test_recall_reads_at_most_recall_postings_items_per_word(access, monkeypatch):
+    from memory.retrieval import hybrid
+    from memory.retrieval.lexical import bm25_rows
+    from memory.tests.conftest import remember
+
+    for n in range(6):
+        remember(access, f"The compressor in hall {n} hums loudly.", scope="agent")
+    base = Q(tenant_id=access.tenant_id)
+    full = bm25_rows(base, access.tenant_id, "compressor", 50)
+    assert len(full) == 6
+    # At or above the word's frequency the cap changes nothing, scores and order included.
+    assert bm25_rows(base, access.tenant_id, "compressor", 50, postings=6) == full
+    capped = bm25_rows(base, access.tenant_id, "compressor", 50, postings=2)
+    scores = {r[0]: r[1:] for r in full}
+    assert len(capped) == 2 and all(scores[r[0]] == r[1:] for r in capped)
+    # recall's lexical list is read with the cap.
+    assert len(_keyword(access, "compressor", top_k=10)) == 6
+    monkeypatch.setattr(hybrid, "RECALL_POSTINGS", 2)
+    assert len(_keyword(access, "compressor", top_k=10)) == 2
+
+
 def test_entity_mention_counts_are_read_once_per_ttl(access, monkeypatch):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
