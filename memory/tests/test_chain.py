@@ -181,6 +181,27 @@ def test_theme_and_rheme_are_the_halves_of_the_sentence_by_word_position(access)
     assert reading is read_words(item.content) and {"gate", "storm"} <= reading.referred
 
 
+def test_a_pool_counts_no_number_it_never_uses(access, monkeypatch):
+    from memory.retrieval import lexical
+
+    item = fact(access, "Order 4521 left dock 12 two hours late.")
+    asked: list[tuple[str, str]] = []
+    real = lexical.tenant_stats
+
+    def spy(tenant_id, terms):
+        asked.extend(terms)
+        return real(tenant_id, terms)
+
+    monkeypatch.setattr(lexical, "tenant_stats", spy)
+    pool = Pool(access.tenant_id, [item.pk])
+    # The words are counted and may be terms; the numbers are neither.
+    assert {"order", "dock"} <= {lexeme for _lang, lexeme in asked} and {"order", "dock"} <= pool.terms[
+        item.pk
+    ]
+    assert not any(lexeme.isdigit() for _lang, lexeme in asked)
+    assert not any(term.isdigit() for term in pool.terms[item.pk])
+
+
 def test_the_middle_word_of_an_odd_count_is_in_the_rheme(access):
     # Nine words: "agua" is the fifth, what the sentence says of the drought.
     item = fact(access, "La sequía redujo el agua disponible para las plantas.")
