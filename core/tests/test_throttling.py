@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.core.cache import caches
@@ -12,6 +13,15 @@ from django.test import override_settings
 from conftest import assert_error, bearer
 from core.env import parse_rate
 from governance.tests import factories as f
+
+
+def _whole_window(period: int, needed: float = 15.0) -> None:
+    """Wait for the next fixed window when the current one ends within ``needed``
+    seconds: a test counting hits in one window must not see it roll over (at the
+    hour, every count starts again and no request is refused)."""
+    left = period - time.time() % period
+    if left < needed:
+        time.sleep(left + 0.05)
 
 
 def test_parse_rate():
@@ -26,6 +36,7 @@ def test_parse_rate():
 def test_over_the_limit_answers_429_per_key(world, settings):
     settings.API_RATE_LIMIT = "3/hour"
     caches["counters"].clear()
+    _whole_window(3600)
     first, second = bearer(f.agent_key(world.agent)), bearer(f.agent_key(world.agent))
     for _ in range(3):
         assert first.get("/v1/me").status_code == 200
@@ -48,6 +59,7 @@ def test_redis_counters_are_atomic_under_concurrency(world, settings, redis):
 
     with override_settings(CACHES=redis_cache):
         caches["counters"].clear()
+        _whole_window(3600)
 
         def hammer() -> None:
             from django.db import connection
@@ -97,13 +109,12 @@ def test_a_request_costs_two_counter_statements(world, settings, monkeypatch):
     """Every request with a key meets the counters twice: its brute-force check reads
     the address's and the key's failure counters in one statement, its rate limit
     opens or bumps its window in one upsert (it was four: two reads, add, incr)."""
-    import time
-
     from core.counters import DatabaseCounterCache
     from governance.models import ApiKey
 
     settings.API_RATE_LIMIT = "100/hour"
     caches["counters"].clear()
+    _whole_window(3600)
     secret = f.agent_key(world.agent)
     client = bearer(secret)
     assert client.get("/v1/me").status_code == 200
