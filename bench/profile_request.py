@@ -3,19 +3,23 @@
     .venv/bin/python bench/profile_request.py --size 10k              # after run_all built that data
     .venv/bin/python bench/profile_request.py --size 10k --calls recall --repeat 50 --html var/p.html
     .venv/bin/python bench/profile_request.py --size 100k --calls recall,remember --layers --no-profile
+    .venv/bin/python bench/profile_request.py --size 100k --calls graph --statements --no-profile --warm 20
 
 Each call runs ``--repeat`` times in this process through the same URLs as the
 server (Django's test client, the whole middleware and DRF stack), every query
 distinct so each pays its embedding, under pyinstrument (``pip install
-pyinstrument``; not a dependency of the project). Prints the mean wall time per
+pyinstrument``; not a dependency of the project), after ``--warm`` distinct calls
+of the same kind that are not measured. Prints the mean wall time per
 call, the statements it ran, and the profile. ``--layers`` also prints the CPU time
 per call of each layer (authentication, lockout check, rate limit, policy, input,
 retrieval and its lexical and final statements, the embedding model, framing, JSON),
 measured as the CPU time of the thread running it (the model's as the process's,
 since ONNX Runtime runs on threads of its own), the statements per call (counter
 statements apart) and the CPU the database's backends spent per call: CPU time
-carries over from a busy machine, wall time does not. Not a test: it asserts
-nothing.
+carries over from a busy machine, wall time does not. ``--statements`` prints the
+wall time per call of each statement shape (the driver's round trip included, the
+statement's first 100 characters as its name), the costliest first. Not a test: it
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -159,6 +164,40 @@ class Layers:
         )
 
 
+class Statements:
+    """Wall time of every statement on Django's connection, by shape (its first 100
+    characters, white space folded), while the block runs."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            shape = " ".join(sql.split())[:100]
+            self.seconds[shape] = self.seconds.get(shape, 0.0) + time.perf_counter() - began
+            self.count[shape] = self.count.get(shape, 0) + 1
+
+    def __enter__(self) -> Statements:
+        from django.db import connection
+
+        self.wrapping = connection.execute_wrapper(self)
+        self.wrapping.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wrapping.__exit__(*exc)
+
+    def report(self, calls: int) -> None:
+        total = sum(self.seconds.values()) * 1000 / calls
+        print(f"  statements: {sum(self.count.values()) / calls:.1f} per call, {total:.1f} ms per call")
+        for shape, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1])[:20]:
+            print(f"  {seconds * 1000 / calls:7.2f} ms  x{self.count[shape] / calls:4.1f}  {shape}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -169,6 +208,10 @@ def main() -> None:
     parser.add_argument("--html", help="also write the last profile as HTML here")
     parser.add_argument("--no-profile", action="store_true", help="time only")
     parser.add_argument("--layers", action="store_true", help="CPU time per layer, statements per call")
+    parser.add_argument("--statements", action="store_true", help="wall time per call of each statement")
+    parser.add_argument(
+        "--warm", type=int, default=1, help="distinct calls of each kind before the measured ones (1)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("FEDMEM_DB_NAME", f"fedmem_bench_{args.size}")
 
@@ -219,13 +262,16 @@ def main() -> None:
         bare.append((time.perf_counter() - began) * 1000)
     print(f"query embedding through the batcher, p50 {statistics.median(bare):.2f} ms")
     for name in args.calls.split(","):
-        path, body = calls[name]()
-        client.post(prefix + path, body, content_type="application/json")  # warm
+        for _ in range(args.warm):
+            path, body = calls[name]()
+            client.post(prefix + path, body, content_type="application/json")
         with CaptureQueriesContext(connection) as captured:
             response = client.post(prefix + path, body | {"query": query()} if "query" in body else body,
                                    content_type="application/json")  # fmt: skip
         assert response.status_code == 200, response.content[:300]
+        # Read now: every request the loop below makes clears Django's query log.
         sql_ms = sum(float(q["time"]) for q in captured.captured_queries) * 1000
+        one_call = len(captured.captured_queries)
         layers = Layers() if args.layers else None
         profiler = None
         if not args.no_profile:
@@ -234,7 +280,8 @@ def main() -> None:
             profiler = Profiler(interval=0.0005)
             profiler.start()
         took = []
-        with layers or contextlib.nullcontext():
+        shapes = Statements() if args.statements else None
+        with layers or contextlib.nullcontext(), shapes or contextlib.nullcontext():
             for _ in range(args.repeat):
                 path, body = calls[name]()
                 began = time.perf_counter()
@@ -242,10 +289,12 @@ def main() -> None:
                 took.append((time.perf_counter() - began) * 1000)
         print(
             f"\n== {name}: p50 {statistics.median(took):.1f} ms, mean {statistics.mean(took):.1f} ms; "
-            f"{len(captured.captured_queries)} statements, {sql_ms:.1f} ms in the driver (one call)"
+            f"{one_call} statements, {sql_ms:.1f} ms in the driver (one call)"
         )
         if layers is not None:
             layers.report(args.repeat)
+        if shapes is not None:
+            shapes.report(args.repeat)
         if profiler is not None:
             profiler.stop()
             print(profiler.output_text(unicode=False, color=False, show_all=False))
