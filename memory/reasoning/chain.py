@@ -223,8 +223,8 @@ def _specific_terms(
     # Document frequencies are kept per (language, lexeme): a stem means something
     # only in the configuration that produced it. A number is never a term here, so it
     # is not counted: each incident, order or date brings numbers no earlier call
-    # counted (at 100k, a warm graph recall's pool read only such counts: one
-    # statement, ~0.3 ms, fewer).
+    # counted (at 100k, most of a warm graph recall's term statistics: about one
+    # statement and 2-3 ms per call, docs/performance.md).
     stats = tenant_stats(
         tenant_id, sorted({(lang, lexeme) for _pk, lang, lexeme, _p in rows if not lexeme.isdigit()})
     )
