@@ -114,7 +114,12 @@ def test_sigkilled_worker_children_lose_and_duplicate_nothing(world, worker_fact
             replaced = time.monotonic() + 60
             while not _children(worker) and time.monotonic() < replaced:
                 time.sleep(0.1)
-    while outstanding() and time.monotonic() < deadline:
+    # The work done is not the end: what it enqueued in turn (re-extraction after an
+    # erasure, an engine's reconciliation) must be taken too. A drill whose work all
+    # finished before its first kills read the queue while those were still in it.
+    while (
+        outstanding() or _queued() or OutboxMessage.objects.filter(sent_at__isnull=True).exists()
+    ) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert worker.poll() is None, "the worker's main process must survive its children"
 
