@@ -114,9 +114,9 @@ def test_sigkilled_worker_children_lose_and_duplicate_nothing(world, worker_fact
             replaced = time.monotonic() + 60
             while not _children(worker) and time.monotonic() < replaced:
                 time.sleep(0.1)
-    # The work done is not the end: what it enqueued in turn (re-extraction after an
-    # erasure, an engine's reconciliation) must be taken too. A drill whose work all
-    # finished before its first kills read the queue while those were still in it.
+    # The drill's own tasks being done is not the end: every message still queued or
+    # unsent must be taken too. A drill whose tasks all finished right after a kill
+    # read the queue while messages were still in it.
     while (
         outstanding() or _queued() or OutboxMessage.objects.filter(sent_at__isnull=True).exists()
     ) and time.monotonic() < deadline:
