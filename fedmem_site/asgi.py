@@ -15,7 +15,7 @@ from fedmem_mcp.http import is_mcp_path, mcp_app  # noqa: E402
 from fedmem_site.routing import websocket_urlpatterns  # noqa: E402
 from providers.apps import start_warmup  # noqa: E402
 
-start_warmup(models=True)
+start_warmup(models="web")
 
 
 async def http(scope, receive, send):  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ app.autodiscover_tasks()
 
 
 @worker_process_init.connect
-def _warm_provider_sdks(**kwargs: object) -> None:
+def _warm_up(**kwargs: object) -> None:
     from providers.apps import start_warmup
 
-    start_warmup()
+    start_warmup(models="worker")

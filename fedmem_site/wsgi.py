@@ -7,4 +7,4 @@ application = get_wsgi_application()
 
 from providers.apps import start_warmup  # noqa: E402
 
-start_warmup(models=True)
+start_warmup(models="web")

@@ -9,17 +9,18 @@ from core import warmup
 logger = logging.getLogger(__name__)
 
 
-def start_warmup(*, models: bool = False) -> None:
-    """Import provider SDKs in the background, once per serving process; with
-    ``models``, also load the embedding model (and reranker) recall uses.
+def start_warmup(*, models: str | None = None) -> None:
+    """Import provider SDKs in the background, once per serving process, and load
+    the models the process's work needs: ``"web"`` the recall models (embedder,
+    reranker) and the write path's (personal-data recognizers over the spaCy
+    pipeline), ``"worker"`` the extraction task's (spaCy pipeline, embedder).
 
-    Called by the ASGI/WSGI entry points and the Celery worker, never at app
-    loading: a management command or a test run must not import seconds of SDKs,
-    and a daemon thread still inside a C-extension import when the interpreter
-    exits aborts the process. The thread is not a daemon, so exit waits for it.
-    Web processes load the models too: a recall waits for a load in progress
-    rather than starting its own. Celery children do not (each would hold its own
-    copy of torch whether or not it ever embeds). ``GET /ready`` answers 503
+    Called by the ASGI/WSGI entry points and the Celery worker's children, never at
+    app loading: a management command or a test run must not import seconds of
+    SDKs, and a daemon thread still inside a C-extension import when the
+    interpreter exits aborts the process. The thread is not a daemon, so exit waits
+    for it. A request or task that needs a model while it loads waits for that load
+    rather than starting its own (:mod:`memory.warm`). ``GET /ready`` answers 503
     ("models": "loading") until the thread is done (:mod:`core.warmup`).
     """
     from django.conf import settings
@@ -31,26 +32,29 @@ def start_warmup(*, models: bool = False) -> None:
         try:
             _warm(models)
         finally:
-            # Ready even when a model failed to load: the first recall that needs it
+            # Ready even when a model failed to load: the first call that needs it
             # reports the failure.
             warmup.finish()
 
-    # Off the request path: the first recall must not pay for SDK imports or a model load.
+    # Off the request path: the first call must not pay for SDK imports or a model load.
     threading.Thread(target=run, name="fedmem-provider-warmup", daemon=False).start()
 
 
-def _warm(models: bool) -> None:
+def _warm(models: str | None) -> None:
     from providers.adapters.registry import warm
 
     warm()
-    if not models:
+    if models is None:
         return
+    from memory import warm as memory_warm
     from providers.builtin import warm_models
 
-    try:
-        warm_models()
-    except Exception:  # a broken model is reported by the first recall that needs it
-        logger.exception("loading the recall models at start-up failed")
+    loads = [warm_models, memory_warm.write_models] if models == "web" else [memory_warm.extraction_models]
+    for load in loads:
+        try:
+            load()
+        except Exception:  # a broken model is reported by the first call that needs it
+            logger.exception("loading models at start-up failed (%s)", load.__qualname__)
     # What start-up loaded (Django, SDKs, the models: millions of objects) lives as long
     # as the process; frozen, a full collection no longer walks it. Each full
     # collection took 100-600 ms of the request it fell into (the graph rank's slowest
