@@ -42,7 +42,7 @@ print(json.dumps({{
     ],
 )
 def test_warm_up_loads_the_models_of_the_process_kind(kind, loaded):
-    done = subprocess.run(  # noqa: S603
+    done = subprocess.run(
         [sys.executable, "-c", PROBE.format(kind=kind)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
