@@ -1,6 +1,7 @@
 import gc
 import logging
 import threading
+from typing import Literal
 
 from django.apps import AppConfig
 
@@ -9,7 +10,7 @@ from core import warmup
 logger = logging.getLogger(__name__)
 
 
-def start_warmup(*, models: str | None = None) -> None:
+def start_warmup(*, models: Literal["web", "worker"] | None = None) -> None:
     """Import provider SDKs in the background, once per serving process, and load
     the models the process's work needs: ``"web"`` the recall models (embedder,
     reranker) and the write path's (personal-data recognizers over the spaCy
@@ -40,7 +41,7 @@ def start_warmup(*, models: str | None = None) -> None:
     threading.Thread(target=run, name="fedmem-provider-warmup", daemon=False).start()
 
 
-def _warm(models: str | None) -> None:
+def _warm(models: Literal["web", "worker"] | None) -> None:
     from providers.adapters.registry import warm
 
     warm()
@@ -49,8 +50,8 @@ def _warm(models: str | None) -> None:
     from memory import warm as memory_warm
     from providers.builtin import warm_models
 
-    loads = [warm_models, memory_warm.write_models] if models == "web" else [memory_warm.extraction_models]
-    for load in loads:
+    loads = {"web": [warm_models, memory_warm.write_models], "worker": [memory_warm.extraction_models]}
+    for load in loads[models]:
         try:
             load()
         except Exception:  # a broken model is reported by the first call that needs it
