@@ -204,7 +204,10 @@ def server_processes(server_pid: int | None) -> list:
 
 
 def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
-    """CPU seconds so far per process, with its part: web, worker or database."""
+    """CPU seconds so far per process, with its part: web, worker or database. A
+    process's own time and that of its children that have exited (reaped): the
+    PostgreSQL backends of closed connections and the autovacuum workers are gone by
+    the second reading, and their time is the postmaster's from then on."""
     import psutil
 
     out = {}
@@ -213,8 +216,18 @@ def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
             times = process.cpu_times()
             command = " ".join(process.cmdline())
             part = "database" if "postgres" in command else "worker" if "celery" in command else "web"
-            out[process.pid] = (part, times.user + times.system)
+            out[process.pid] = (part, times.user + times.system + times.children_user + times.children_system)
     return out
+
+
+def cpu_since(before: dict[int, tuple[str, float]], server_pid: int | None) -> dict[str, float]:
+    """CPU seconds the server's parts (web, worker, database) spent since ``before``
+    (a :func:`cpu_seconds` reading). Processes started meanwhile count from zero;
+    those gone are lost (rare)."""
+    parts: dict[str, float] = {"web": 0.0, "worker": 0.0, "database": 0.0}
+    for pid, (part, value) in cpu_seconds(server_processes(server_pid)).items():
+        parts[part] += value - before.get(pid, (part, 0.0))[1]
+    return parts
 
 
 def run_level(
@@ -231,11 +244,7 @@ def run_level(
     busy machine: the cores' time it takes, whoever else wants them)."""
     before = cpu_seconds(server_processes(server_pid))
     result = asyncio.run(_level(base, secret, agent_id, clients, seconds))
-    after = cpu_seconds(server_processes(server_pid))
-    # Processes started during the level count from zero; those gone are lost (rare).
-    parts: dict[str, float] = {"web": 0.0, "worker": 0.0, "database": 0.0}
-    for pid, (part, value) in after.items():
-        parts[part] += value - before.get(pid, (part, 0.0))[1]
+    parts = cpu_since(before, server_pid)
     cpu = sum(parts.values())
     everything: list[float] = []
     for op, values in result["out"].items():

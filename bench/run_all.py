@@ -21,8 +21,9 @@ One run, in order (each phase can be picked with ``--only``):
    trace at this size with ``EXPLAIN (ANALYZE, BUFFERS)``, written to
    ``var/bench/explain-<size>.txt`` (docs/performance.md keeps a snapshot).
 5. **ingest**: fresh facts through the batch endpoint until extraction has
-   settled (no item pending), in facts/s, against the bare ONNX batch rate; with
-   ``--profile``, then ``bench/ingest.py``'s per-stage profile of the web write
+   settled (no item pending), in facts/s, against the bare ONNX batch rate, and
+   the server's CPU per fact (web, worker, database; what carries over from a
+   busy machine); with ``--profile``, then ``bench/ingest.py``'s per-stage profile of the web write
    path and the extraction task, in this process.
 6. **load**: ``bench/load.py``'s remember/recall mix against the same server at
    1, 4 and 16 clients.
@@ -351,6 +352,7 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
     import httpx
 
     from bench.graph import generate
+    from bench.load import cpu_seconds, cpu_since, server_processes
     from governance.models import User
     from governance.services.agents import agent_create
     from governance.services.tenancy import tenant_get_or_create
@@ -368,6 +370,8 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
     load_embedder("onnx").embed(texts)
     bare = len(texts) / (time.perf_counter() - began)
     prefix = f"{server.base}/v1/memory/agents/{agent.pk}"
+    pid = server.proc.pid if server.proc else None
+    cpu_before = cpu_seconds(server_processes(pid))
     with httpx.Client(headers={"Authorization": f"Bearer {secret}"}, timeout=300) as http:
         began = time.perf_counter()
         for start in range(0, len(texts), 100):
@@ -385,6 +389,7 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
                 break
             time.sleep(0.2)
         settled = time.perf_counter() - began
+    parts = cpu_since(cpu_before, pid)
     done = MemoryItem.objects.filter(agent=agent, extraction_status="done").count()
     figures.add("batch writes through HTTP (written)", len(texts) / written, "facts/s")
     rate = done / settled
@@ -395,6 +400,17 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
         "",
         f"ratio {rate / bare:.2f} to the bare ONNX batch ({bare:.0f} texts/s, same texts; goal >= 0.6); "
         f"{rate / base.get('parse', rate):.2f} to one bare spaCy parse",
+    )
+    # What carries over from a busy machine: the server's CPU per fact, by part (the
+    # polling above runs in this process, not the server's).
+    count, cpu = max(1, done), max(sum(parts.values()), 1e-9)
+    split = ", ".join(f"{part} {value * 1000 / count:.1f}" for part, value in parts.items())
+    figures.add(
+        "ingest: server CPU per fact",
+        cpu * 1000 / count,
+        "ms",
+        "",
+        f"{split}; {(os.cpu_count() or 1) * count / cpu:.0f} facts/s on idle cores",
     )
 
 
