@@ -189,8 +189,10 @@ def profile(facts: int) -> dict[str, float]:
     print(f"\n== ingest profile: {facts} facts, {BATCH} per batch request, in this process")
     print(f"  machine: {describe()}")
     owner, _ = User.objects.get_or_create(username="bench-owner")
-    tenant = tenant_get_or_create(slug="bench-ingest", name="bench ingest")
-    agent = agent_create(tenant=tenant, name=f"profile-{time.time_ns()}", created_by=owner)
+    # A tenant of its own per run: span linking reads the tenant's earlier edges.
+    run = time.time_ns()
+    tenant = tenant_get_or_create(slug=f"bench-ingest-{run}", name=f"bench ingest {run}")
+    agent = agent_create(tenant=tenant, name=f"profile-{run}", created_by=owner)
     secret = api_key(tenant, agent)
     stamp = int(time.time())
     texts = texts_for(facts, stamp)
