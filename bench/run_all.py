@@ -370,9 +370,17 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
     secret = api_key(tenant, agent)
     stamp = int(time.time())
     texts = [f"{f.text[:-1]} (run {stamp})." for f in generate(INGEST_FACTS, seed=stamp % 1000)]
-    began = time.perf_counter()
-    load_embedder("onnx").embed(texts)
-    bare = len(texts) / (time.perf_counter() - began)
+    embedder = load_embedder("onnx")  # loaded before the clock starts
+    embedder.embed(texts[:8])
+
+    def bare_rate() -> float:
+        began = time.perf_counter()
+        embedder.embed(texts)
+        return len(texts) / (time.perf_counter() - began)
+
+    # Before and after the phase; the better of the two is the machine's rate (the
+    # server's Celery children may still be loading their models during the first).
+    bare_before = bare_rate()
     prefix = f"{server.base}/v1/memory/agents/{agent.pk}"
     pid = server.proc.pid if server.proc else None
     cpu_before = cpu_seconds(server_processes(pid))
@@ -394,6 +402,7 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
             time.sleep(0.2)
         settled = time.perf_counter() - began
     parts = cpu_since(cpu_before, pid)
+    bare = max(bare_before, bare_rate())
     done = MemoryItem.objects.filter(agent=agent, extraction_status="done").count()
     figures.add("batch writes through HTTP (written)", len(texts) / written, "facts/s")
     rate = done / settled
@@ -402,7 +411,8 @@ def ingest(figures: Figures, base: dict[str, float], server: Server) -> None:
         rate,
         "facts/s",
         "",
-        f"ratio {rate / bare:.2f} to the bare ONNX batch ({bare:.0f} texts/s, same texts; goal >= 0.6); "
+        f"ratio {rate / bare:.2f} to the bare ONNX batch ({bare:.0f} texts/s, same texts, the better of "
+        f"before and after; goal >= 0.6); "
         f"{rate / base.get('parse', rate):.2f} to one bare spaCy parse",
     )
     # What carries over from a busy machine: the server's CPU per fact, by part (the
