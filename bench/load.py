@@ -223,7 +223,7 @@ def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
 def cpu_since(before: dict[int, tuple[str, float]], server_pid: int | None) -> dict[str, float]:
     """CPU seconds the server's parts (web, worker, database) spent since ``before``
     (a :func:`cpu_seconds` reading). Processes started meanwhile count from zero;
-    those gone are lost (rare)."""
+    those gone since count through the parent that reaped them."""
     parts: dict[str, float] = {"web": 0.0, "worker": 0.0, "database": 0.0}
     for pid, (part, value) in cpu_seconds(server_processes(server_pid)).items():
         parts[part] += value - before.get(pid, (part, 0.0))[1]
