@@ -222,11 +222,16 @@ def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
 
 def cpu_since(before: dict[int, tuple[str, float]], server_pid: int | None) -> dict[str, float]:
     """CPU seconds the server's parts (web, worker, database) spent since ``before``
-    (a :func:`cpu_seconds` reading). Processes started meanwhile count from zero;
-    those gone since count through the parent that reaped them."""
+    (a :func:`cpu_seconds` reading). Processes started meanwhile count from zero. A
+    process gone since counts through the parent that reaped it, with its whole
+    life's time: what it had spent at ``before`` is taken off again."""
+    after = cpu_seconds(server_processes(server_pid))
     parts: dict[str, float] = {"web": 0.0, "worker": 0.0, "database": 0.0}
-    for pid, (part, value) in cpu_seconds(server_processes(server_pid)).items():
+    for pid, (part, value) in after.items():
         parts[part] += value - before.get(pid, (part, 0.0))[1]
+    for pid, (part, value) in before.items():
+        if pid not in after:
+            parts[part] -= value
     return parts
 
 
