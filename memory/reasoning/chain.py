@@ -34,7 +34,9 @@ A cause C of an effect E is scored (:func:`cause_score`):
     much ("De klant meldde een inlogprobleem via een ticket." / "het inlogprobleem").
 
 A step is taken only above ``FLOOR`` and when the reverse reading (E causes C) does
-not score clearly higher.
+not score clearly higher, unless E names its own cause span: C was compared with that
+span, the reverse reading with the whole of C, and only the span is on the question of
+what caused E.
 
 The chain an answer states is walked with ``strict=True``, since it is read as the
 cause: links also come from *thematic progression* (C's rheme, the non-hub lexemes
@@ -504,7 +506,7 @@ def cause_score(
         # are not on one scale, and the span decides.
         if effect.cause_vector is None and reverse > forward:
             return 0.0
-    elif reverse > forward + REVERSE_MARGIN:
+    elif effect.cause_vector is None and reverse > forward + REVERSE_MARGIN:
         return 0.0
     return forward
 

@@ -18,6 +18,7 @@ from memory.reasoning.chain import (
     FLOOR,
     LINK_BONUS,
     NAMED_BONUS,
+    REVERSE_MARGIN,
     Pool,
     Profile,
     _derived,
@@ -76,6 +77,21 @@ def test_the_reverse_reading_may_not_win_unless_the_effect_names_its_cause():
     named = profile("e2", B, theme={"gamma"}, rheme={"alpha", "delta"}, cause_vector=A)
     named = Profile(**{**named.__dict__, "cause_side": frozenset({"beta"})})
     assert cause_score(cause, named, {}, set(), strict=True) == pytest.approx(1.0 + LINK_BONUS, abs=1e-6)
+
+
+def test_in_the_ranking_walk_a_named_cause_span_decides_over_the_reverse_reading():
+    # "Der SSD-Laufwerk hat eine Schreibgeschwindigkeit von 550 MB/s erreicht." ->
+    # "Da die SSD die maximale Schreibgeschwindigkeit erreicht hat, ...": the forward
+    # reading compares the cause with the effect's short cause span, the reverse one two
+    # whole sentences (higher on their own scale); the span decides.
+    span, whole = [1.0, 0.0], [0.7, 0.71414284]
+    cause = profile("c", [0.8, 0.6], theme={"ssd"}, rheme={"schreib"})
+    effect = profile("e", whole, theme={"ssd", "maximal"}, rheme={"durchsatz"}, cause_vector=span)
+    forward = cause_score(cause, effect, {}, set())
+    assert forward == pytest.approx(0.8, abs=1e-6)
+    # ... though the reverse reading, two whole sentences, scores higher by more than
+    # the lenient margin (which vetoed the step before a span was allowed to decide).
+    assert cause_score(effect, cause, {}, set()) > forward + REVERSE_MARGIN
 
 
 @pytest.mark.parametrize(
