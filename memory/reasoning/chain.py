@@ -499,14 +499,13 @@ def cause_score(
     forward = _implicit(cause, effect, strict)
     if forward < FLOOR or (effect.pk, cause.pk) in asserted:
         return 0.0
-    reverse = _implicit(effect, cause, strict)
-    if strict:
-        # The reverse reading may not win at all. An effect naming its own cause span
-        # was compared with that span, the reverse reading with the whole fact: the two
-        # are not on one scale, and the span decides.
-        if effect.cause_vector is None and reverse > forward:
-            return 0.0
-    elif effect.cause_vector is None and reverse > forward + REVERSE_MARGIN:
+    # An effect naming its own cause span was compared with that span, the reverse
+    # reading would be with the whole fact: the two are not on one scale, and the span
+    # decides. Otherwise the reverse reading may not win at all in the stated chain,
+    # nor by more than REVERSE_MARGIN in the ranking's walk.
+    if effect.cause_vector is None and _implicit(effect, cause, strict) > forward + (
+        0.0 if strict else REVERSE_MARGIN
+    ):
         return 0.0
     return forward
 
