@@ -127,6 +127,17 @@ def psql(data_dir: Path, query: str, params: list | None = None) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
+def connection_slack() -> int:
+    """Connections the default server may open after its first request: a handful (the
+    worker child's extraction connection, the pool filling to serve the probe) and, in
+    each web process, up to ``FEDMEM_DB_SIDE_READS`` (default 3) that its pool keeps for
+    the reads run beside a request (core.beside). Growth beyond that is a leak."""
+    sys.path.insert(0, str(ROOT))
+    from core.management.commands.fedmem_run import default_web_workers
+
+    return 4 + default_web_workers() * int(os.environ.get("FEDMEM_DB_SIDE_READS", "3"))
+
+
 def server_connections(data_dir: Path) -> int:
     """Client connections of fedmem's processes (this probe's own excluded)."""
     rows = psql(
@@ -329,9 +340,7 @@ def main() -> int:
         try:
             figures = sequential(server, key, args.requests)
             print(json.dumps({"sequential": figures}, indent=2))
-            # A few connections may open after the first request (the worker's, the pool
-            # filling to serve the probe); growth beyond that is a leak.
-            allowed = int(figures["connections_before"]) + 4
+            allowed = int(figures["connections_before"]) + connection_slack()
             grew = max(int(figures["connections_after"]), int(figures["connections_peak"])) > allowed
             broken |= bool(figures["errors"]) or grew
         finally:

@@ -18,9 +18,6 @@ from core.tests.datadir import with_onnx_export
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = int(os.environ.get("FEDMEM_RELIABILITY_REQUESTS", "300"))
-# A handful of connections may open after the first request (the worker child's
-# extraction connection, the pool filling to serve the probe); growth beyond that is a leak.
-SLACK = 4
 
 
 def _harness():  # type: ignore[no-untyped-def]
@@ -48,7 +45,9 @@ def test_default_server_keeps_connections_flat_and_settles_interrupted_extractio
         figures = bench.sequential(server, key, REQUESTS)
         print(figures)
         assert figures["errors"] == 0, figures["error_kinds"]
-        assert figures["connections_peak"] <= figures["connections_before"] + SLACK, figures
-        assert figures["connections_after"] <= figures["connections_before"] + SLACK, figures
+        # What a healthy server may open after its first request (bench/reliability.py).
+        slack = bench.connection_slack()
+        assert figures["connections_peak"] <= figures["connections_before"] + slack, figures
+        assert figures["connections_after"] <= figures["connections_before"] + slack, figures
     finally:
         server.stop()

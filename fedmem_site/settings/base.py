@@ -159,6 +159,11 @@ if _pool_size:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled connections go back to the pool
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
+# Reads of one request that depend on none of each other (a graph rank's term bridges,
+# causal neighbours and mentions) run beside it on this many threads per process, each
+# with a pooled connection while it runs (core.beside); 0 runs them one after another.
+# Needs the pool; kept below its size so requests always have connections left.
+FEDMEM_DB_SIDE_READS = min(env_int("FEDMEM_DB_SIDE_READS", 3, minimum=0, maximum=64), max(_pool_size - 1, 0))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The app role may SELECT and INSERT audit events, nothing else (core.database.seal).
 # Only test databases also grant TRUNCATE: Django empties every table between

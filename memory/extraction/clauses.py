@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from functools import lru_cache
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -39,13 +40,17 @@ WORD = re.compile(r"\w+")
 def stems(words: Any) -> frozenset[str]:
     """Crude, language-blind stems (the first five letters of a content word), so
     "throttles" meets "throttling" and "delayed" meets "delay"."""
-    out = set()
-    for word in words:
-        w = word.lower()
-        if len(w) >= 3 and w not in _STOP and not w.isdigit():
-            # A plural meets its singular ("bays" / "bay") before the cut.
-            out.add((w[:-1] if len(w) > 3 and w.endswith("s") else w)[:5])
-    return frozenset(out)
+    return frozenset(stem for word in words if (stem := _stem(word)))
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    """A word's crude stem, or "" for a word that has none (short, stop word, number)."""
+    w = word.lower()
+    if len(w) < 3 or w in _STOP or w.isdigit():
+        return ""
+    # A plural meets its singular ("bays" / "bay") before the cut.
+    return (w[:-1] if len(w) > 3 and w.endswith("s") else w)[:5]
 
 
 def digest(text: str) -> str:

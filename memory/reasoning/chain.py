@@ -73,6 +73,7 @@ from typing import Any
 
 from django.db import connection
 
+from core.beside import Beside
 from memory.extraction.clauses import WORD as _WORD
 from memory.extraction.clauses import stems
 from memory.models import CausalEdge, MemoryItem
@@ -124,11 +125,17 @@ class Pool:
     stored at extraction (:mod:`memory.extraction.clauses`), else a parse now."""
 
     def __init__(self, tenant_id: Any, ids: list[Any], *, per_language: bool = False) -> None:
+        wanted = list(dict.fromkeys(ids))
+        # The three reads depend on none of each other: the facts' lexemes and their
+        # edges are read beside their rows (core.beside), for every id asked; what
+        # belongs to a fact left out below is dropped with it.
+        side_terms = Beside(_specific_terms, tenant_id, wanted, per_language)
+        side_edges = Beside(_edges_of, tenant_id, wanted)
         # Embeddings in binary (the same float32s, without parsing their text), read with
         # the rows; a fact without one (none is stored so) is left out.
         rows = [
             row
-            for row in MemoryItem.objects.filter(pk__any=list(ids))
+            for row in MemoryItem.objects.filter(pk__any=wanted)
             .annotate(sent=sent_column(MemoryItem._meta.db_table, "embedding"))
             .values_list("pk", "content", "agent_id", "session_id", "text_language", "clauses", "sent")
             if row[-1] is not None
@@ -137,24 +144,20 @@ class Pool:
         self.sessions = {pk: (agent, session) for pk, _c, agent, session, *_rest in rows if session}
         self.languages = {pk: lang for pk, *_rest, lang, _clauses, _sent in rows}
         self.stored = {pk: clauses for pk, *_rest, clauses, _sent in rows if clauses}
-        self.ids = [pk for pk in dict.fromkeys(ids) if pk in self.rows]
+        self.ids = [pk for pk in wanted if pk in self.rows]
         # What each fact states, as a memory's identity reads it (case, width and
         # spacing aside): two writes of one sentence are one statement.
         self.said = {pk: normalize(self.rows[pk][0]) for pk in self.ids}
         self.words = {pk: stems(_WORD.findall(self.rows[pk][0])) for pk in self.ids}
-        self.terms, self.halves = _specific_terms(tenant_id, self.ids, per_language)
+        terms, halves = side_terms.result()
+        self.terms = {pk: terms[pk] for pk in self.ids}
+        self.halves = {pk: halves[pk] for pk in self.ids}
         # Derivations of one word meet on a crude stem: "acquire" / "acquisition".
         self.roots = {pk: _roots(terms) for pk, terms in self.terms.items()}
         self.edges: dict[Any, CausalEdge] = {}
         # Every edge of the facts, without their spans' embeddings: the walk's links are
         # asserted among them (asserted_links(..., edges=pool.all_edges), no second read).
-        # Of its spans' embeddings each edge brings the cause's (in binary).
-        self.all_edges = list(
-            CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=self.ids)
-            .defer("cause_embedding", "effect_embedding")
-            .annotate(sent_cause=sent_column(CausalEdge._meta.db_table, "cause_embedding"))
-            .order_by("id")
-        )
+        self.all_edges = [edge for edge in side_edges.result() if edge.item_id in self.rows]
         # A fact's first edge, and its cause span's embedding.
         for edge in self.all_edges:
             self.edges.setdefault(edge.item_id, edge)
@@ -202,6 +205,17 @@ class Pool:
                 theme=self.halves[pk][0], rheme=self.halves[pk][1], named=named,
             )  # fmt: skip
         return {pk: self._profiles[pk] for pk in pks}
+
+
+def _edges_of(tenant_id: Any, ids: list[Any]) -> list[CausalEdge]:
+    """Every edge the facts assert, by id, without their spans' embeddings but the
+    cause's (in binary, as ``sent_cause``)."""
+    return list(
+        CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=ids)
+        .defer("cause_embedding", "effect_embedding")
+        .annotate(sent_cause=sent_column(CausalEdge._meta.db_table, "cause_embedding"))
+        .order_by("id")
+    )
 
 
 def _specific_terms(

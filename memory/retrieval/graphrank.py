@@ -41,6 +41,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from core.beside import Beside
 from core.statements import fetch
 from memory.embeddings import embed_query
 from memory.enforcement import MemoryAccess
@@ -321,40 +322,46 @@ def _shared_words(a: str, b: str) -> list[str]:
 
 
 def _term_neighbours(
-    view: Any, tenant_id: Any, items: list[MemoryItem], spans: list[tuple[Any, str]] | None = None
+    view: Any, tenant_id: Any, sources: list[tuple[Any, str, bool]]
 ) -> tuple[list[tuple[Any, Any, float]], list[tuple[Any, Any, float]]]:
     """The term bridges, for facts whose shared thing the entity spans name differently
-    ("higher training throughput" / "model training throughput"): (item, item sharing
-    its rarest words, BM25 coverage of the item's words). And the *named causes*: for
-    each (item, cause span an edge of it names) of ``spans``, (item, a fact stating
-    that cause, coverage of the span's words) — "Da die SSD die maximale
-    Schreibgeschwindigkeit erreicht hat, ..." names what "Der SSD-Laufwerk hat eine
-    Schreibgeschwindigkeit von 550 MB/s erreicht." states; the span's bridges are term
-    bridges too."""
-    spans = spans or []
+    ("higher training throughput" / "model training throughput"): for each (item, its
+    text, False) of ``sources``, (item, item sharing its rarest words, BM25 coverage of
+    the item's words). And the *named causes*: for each (item, cause span an edge of it
+    names, True), (item, a fact stating that cause, coverage of the span's words) — "Da
+    die SSD die maximale Schreibgeschwindigkeit erreicht hat, ..." names what "Der
+    SSD-Laufwerk hat eine Schreibgeschwindigkeit von 550 MB/s erreicht." states; the
+    span's bridges are term bridges too."""
     bridges: list[tuple[Any, Any, float]] = []
     named: list[tuple[Any, Any, float]] = []
+    if not sources:
+        return bridges, named
     # One statement parses every source's words and one reads their statistics; each
     # source is then scored by its own BM25 statement (see bm25_rows_many), which reads
     # no candidate that could not reach the floor: a source's common words select none.
-    sources = [(item.pk, item.content) for item in items] + spans
     found = bm25_rows_many(
-        view.q, tenant_id, [text for _pk, text in sources], TERM_BRIDGES + 1, floor=TERM_FLOOR,
+        view.q, tenant_id, [text for _pk, text, _span in sources], TERM_BRIDGES + 1, floor=TERM_FLOOR,
         postings=TERM_POSTINGS,
     )  # fmt: skip
-    for n, ((source, _text), rows) in enumerate(zip(sources, found, strict=True)):
+    for (source, _text, span), rows in zip(sources, found, strict=True):
         # The source itself is among its best rows unless a capped word left it out.
         others = [row for row in rows if row[0] != source]
         for pk, _score, _created, coverage in others[:TERM_BRIDGES]:
             if coverage >= TERM_FLOOR:
                 bridges.append((source, pk, min(coverage, 1.0)))
-        if n >= len(items):
+        if span:
             named += [
                 (source, pk, min(coverage, 1.0))
                 for pk, _score, _created, coverage in others[:NAMED_CAUSES]
                 if coverage >= NAMED_FLOOR
             ]
     return bridges, named
+
+
+def term_sources(items: list[MemoryItem], spans: list[tuple[Any, str]]) -> list[tuple[Any, str, bool]]:
+    """What :func:`_term_neighbours` looks up: each item's text, then each (item, cause
+    span it names) of ``spans``."""
+    return [(item.pk, item.content, False) for item in items] + [(pk, span, True) for pk, span in spans]
 
 
 def _cause_spans(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, str]]:
@@ -422,16 +429,18 @@ def rank(
     # Edges of the subgraph, filled while expanding.
     causal: list[tuple[Any, Any, float]] = []
 
-    def reached(pk: Any, parent: Any, kind: str, hop: int, step: dict[str, Any]) -> None:
+    def reached(pk: Any, parent: Any, kind: str, hop: int, **detail: Any) -> None:
+        # The step is spelled out only for a fact reached first (most are met again).
         if pk not in reach and len(reach) < max_visited:
             origin = reach[parent]
+            step = {"from_item": str(parent), "to_item": str(pk), "bridge": kind, **detail}
             reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
 
     # The session around the best matches: the turns of one conversation (one
     # incident's notes) tell one matter, whose cause is often told turns earlier.
     widths = [SESSION_WINDOW if n < SESSION_SEEDS else 1 for n in range(len(hits))]
     for a, b, _turns in _session_neighbours([h.item for h in hits], widths):
-        reached(b, a, "session", 1, {"from_item": str(a), "to_item": str(b), "bridge": "session"})
+        reached(b, a, "session", 1)
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
     # Every entity met, read with the mentions or by the weights: the synonyms reuse them.
@@ -445,26 +454,26 @@ def rank(
         if not frontier or len(reach) >= max_visited:
             break
         before = set(reach)
-        # What the sources name as their causes is looked up as well: a stated cause
-        # joins its effect as a causal neighbour, as a stored span link would.
-        found_terms, named = _term_neighbours(
-            view, tenant_id, sources, _cause_spans(tenant_id, [item.pk for item in sources])
-        )
+        # The round's three reads depend on none of each other: the term bridges and
+        # the causal neighbours run beside the mentions (core.beside) when they may.
+        texts = term_sources(sources, _cause_spans(tenant_id, [item.pk for item in sources]))
+        half = (len(texts) + 1) // 2
+        side_terms = [Beside(_term_neighbours, view, tenant_id, texts[:half])]
+        side_terms.append(Beside(_term_neighbours, view, tenant_id, texts[half:]))
+        side_causal = Beside(_causal_neighbours, tenant_id, frontier)
+        mentions = item_mentions_named(tenant_id, frontier, names)
+        found_terms, named = [], []
+        for side in side_terms:
+            part_terms, part_named = side.result()
+            found_terms += part_terms
+            named += part_named
         terms += found_terms
         causal += named
         for a, b, coverage in sorted(found_terms, key=lambda t: -t[2]):
-            step = {"from_item": str(a), "to_item": str(b), "bridge": "terms", "weight": round(coverage, 3)}
-            reached(b, a, "terms", hop, step)
-        for a, b, span_a, span_b, score in _causal_neighbours(tenant_id, frontier):
+            reached(b, a, "terms", hop, weight=round(coverage, 3))
+        for a, b, span_a, span_b, score in side_causal.result():
             causal.append((a, b, score))
-            step = {
-                "from_item": str(a),
-                "to_item": str(b),
-                "bridge": "causal",
-                "link": {"from": span_a, "to": span_b},
-            }
-            reached(b, a, "causal", hop, step)
-        mentions = item_mentions_named(tenant_id, frontier, names)
+            reached(b, a, "causal", hop, link={"from": span_a, "to": span_b})
         read_mentions.update(frontier)
         known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
@@ -476,14 +485,12 @@ def rank(
         # The most specific entities first: when room runs out, hubs-to-be lose.
         bridging = sorted(source, key=lambda e: -weights[e][1])
         for entity_id, item_id in _entity_neighbours(view, bridging, set()):
-            step = {
-                "from_item": str(source[entity_id]), "to_item": str(item_id), "bridge": "entity",
-                "entity": weights[entity_id][0], "weight": round(weights[entity_id][1], 3),
-            }  # fmt: skip
-            reached(item_id, source[entity_id], "entity", hop, step)
+            name, weight = weights[entity_id]
+            reached(item_id, source[entity_id], "entity", hop, entity=name, weight=round(weight, 3))
         frontier = [pk for pk in reach if pk not in before]
         # The next round's term sources: the strongest term bridges just found.
-        fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in frontier]
+        new = set(frontier)
+        fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in new]
         rows_next = {i.pk: i for i in view.items_of(fresh, only=("id", "content"))}
         sources = [rows_next[pk] for pk in dict.fromkeys(fresh) if pk in rows_next][:TERM_SOURCES]
 
@@ -491,13 +498,15 @@ def rank(
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
     # What the graph needs of each candidate; whole rows (every field parsed into a
     # model) are read below for the returned ones only, not for a few hundred.
-    rows = {row.pk: row for row in view.candidates(list(reach), vector)}
+    side_rows = Beside(view.candidates, list(reach), vector)
+    # The mentions no round has read, beside the rows: those of a reached item the
+    # view hides are read too, and left out below with the item.
+    unread = item_mentions_named(tenant_id, [pk for pk in reach if pk not in read_mentions], names)
+    rows = {row.pk: row for row in side_rows.result()}
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
-    # Only the items no round has read: the others' mentions are already known.
     in_graph = set(ids)
-    all_mentions = [m for m in known_mentions if m[0] in in_graph]
-    all_mentions += item_mentions_named(tenant_id, [pk for pk in ids if pk not in read_mentions], names)
+    all_mentions = [m for m in (*known_mentions, *unread) if m[0] in in_graph]
     fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
     weights.update(entity_weights(tenant_id, fresh_entities, documents, names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
@@ -615,6 +624,8 @@ def rank(
         found.score += bonus
     ranked.sort(key=_order)
     out = [best, *ranked][:limit]
+    # The returned facts are stamped (idle retention) while their rows are read.
+    stamp = Beside(stamp_recalled, [r.item.pk for r in out]) if rq.stamp else None
     # The parse summaries are read by the chain pool, not from these rows.
     full = {
         item.pk: item
@@ -622,11 +633,10 @@ def rank(
             [r.item.pk for r in out], defer=("embedding", "search_vector", "clauses"), similar_to=vector
         )
     }
+    if stamp is not None:
+        stamp.result()
     # A fact deleted since it was ranked (a moment ago) is left out.
-    returned = [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
-    if rq.stamp:
-        stamp_recalled([r.item.pk for r in returned])
-    return returned
+    return [replace(r, item=full[r.item.pk]) for r in out if r.item.pk in full]
 
 
 def _order(r: Ranked) -> tuple[float, float, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 # Labels of spans that name quantities and times.
 NON_BRIDGE_LABELS = {"CARDINAL", "ORDINAL", "QUANTITY", "MONEY", "PERCENT", "DATE", "TIME"}
@@ -92,6 +93,7 @@ DISTINGUISHING = {
 }  # fmt: skip
 
 
+@lru_cache(maxsize=65536)
 def distinctions(normalized: str) -> frozenset[str]:
     """What tells this name from alike ones: its identifiers and its distinguishing words."""
     words = {w.strip(".") for w in normalized.lower().split()}

@@ -348,6 +348,32 @@ def test_graph_moves_a_bridged_fact_into_the_top_and_says_why(access, depot):
     assert set(found.why()) >= {"score", "relevance", "similarity", "lexical", "graph", "bridges", "links"}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_reads_beside_the_rank_give_the_rank_it_gives_alone(access, depot, settings):
+    """Outside a transaction the rank's independent reads run on side connections
+    (core.beside); the ranked facts, scores and reasons are those of the rank that
+    reads one statement after another, and fewer statements wait on its own."""
+    from django.db import connection
+
+    def ranked_with(side_reads: int) -> tuple[list[tuple[object, float, dict]], int]:
+        settings.FEDMEM_DB_SIDE_READS = side_reads
+        statements = []
+
+        def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+            statements.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(record):
+            ranked = _rank(access, "Why were the retailer's northern orders delayed?", top_k=6)
+        return [(r.item.pk, r.score, r.why()) for r in ranked], len(statements)
+
+    alone, own_alone = ranked_with(0)
+    together, own_together = ranked_with(3)
+    assert together == alone
+    assert any(why["chain"] for _pk, _score, why in alone)  # the walk ran, links and all
+    assert own_together < own_alone
+
+
 def test_the_core_reads_only_what_the_caller_may_see(access, depot, world):
     from django.utils import timezone
 
@@ -783,7 +809,9 @@ def test_a_cause_span_finds_the_fact_that_states_the_cause(access, world):
     view = graph.View(access, visible_q(access, read_scopes(access, None)))
     spans = graphrank._cause_spans(access.tenant_id, [effect.pk, root.pk])
     assert spans == [(effect.pk, "die SSD die maximale Schreibgeschwindigkeit erreicht hat")]
-    bridges, named = graphrank._term_neighbours(view, access.tenant_id, [effect], spans)
+    bridges, named = graphrank._term_neighbours(
+        view, access.tenant_id, graphrank.term_sources([effect], spans)
+    )
     assert [(a, b) for a, b, _c in named] == [(effect.pk, root.pk)]
     assert named[0][2] >= graphrank.NAMED_FLOOR
     assert (effect.pk, root.pk) in {(a, b) for a, b, _c in bridges}
@@ -793,4 +821,6 @@ def test_a_cause_span_finds_the_fact_that_states_the_cause(access, world):
 
     MemoryItem.objects.filter(pk=root.pk).update(invalid_at=timezone.now())
     view = graph.View(access, visible_q(access, read_scopes(access, None)))
-    assert graphrank._term_neighbours(view, access.tenant_id, [effect], spans)[1] == []
+    assert (
+        graphrank._term_neighbours(view, access.tenant_id, graphrank.term_sources([effect], spans))[1] == []
+    )
