@@ -29,6 +29,8 @@ own condition (:mod:`memory.enforcement`), never in the connection.
 
 from __future__ import annotations
 
+import contextvars
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +44,15 @@ T = TypeVar("T")
 _lock = threading.Lock()
 # The side threads and their permits, made at first use with the setting then.
 _side: tuple[ThreadPoolExecutor, threading.BoundedSemaphore] | None = None
+
+
+def _forget_threads() -> None:
+    # A forked child (a Celery worker's pool process) has none of its parent's threads.
+    global _side, _lock
+    _side, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
 
 
 def _threads() -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
@@ -78,7 +89,9 @@ class Beside(Generic[T]):
             executor, permits = _threads()
             if permits.acquire(blocking=False):
                 try:
-                    self._future = executor.submit(self._run, permits, fn, args)
+                    # The caller's context variables go along, as asyncio.to_thread does.
+                    context = contextvars.copy_context()
+                    self._future = executor.submit(context.run, self._run, permits, fn, args)
                 except BaseException:
                     permits.release()
                     raise

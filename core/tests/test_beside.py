@@ -82,3 +82,13 @@ def test_a_side_reads_error_reaches_the_caller():
         read.result()
     # Its permit and its connection came back.
     assert Beside(_where).result()[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_side_read_sees_the_callers_context_variables():
+    import contextvars
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    marker.set("request")
+    read = Beside(marker.get)
+    assert read.ran_beside and read.result() == "request"
