@@ -522,6 +522,9 @@ def rank(
     for key in sessions:
         index[key] = len(index)
     n = len(index)
+    # The synonyms' vectors and the sessions' sizes are read beside the graph's build.
+    side_synonyms = Beside(entity_synonyms, entity_ids, names)
+    side_sizes = Beside(session_sizes, [(agent, session) for _kind, agent, session in sessions])
 
     rel = np.zeros(n)
     sim = np.zeros(n)
@@ -548,7 +551,7 @@ def rank(
             mentioned_by.setdefault(entity_id, set()).add(item_id)
             entities_of.setdefault(item_id, set()).add(entity_id)
     synonym_entities: set[tuple[int, int]] = set()
-    for a, b, sim_ab in entity_synonyms(entity_ids, names):
+    for a, b, sim_ab in side_synonyms.result():
         adjacency[index[a], index[b]] += sim_ab
         adjacency[index[b], index[a]] += sim_ab
         synonym_entities |= {(a, b), (b, a)}
@@ -564,7 +567,7 @@ def rank(
             adjacency[index[b], index[a]] += TERM_WEIGHT * coverage
     # A session node weighs like an entity: by its specificity across the tenant (a
     # handful of notes of one incident join more than a long conversation does).
-    sizes = session_sizes([(agent, session) for _kind, agent, session in sessions])
+    sizes = side_sizes.result()
     for key, members in sessions.items():
         w = SESSION_WEIGHT * session_weight(sizes.get(key[1:], len(members)), documents)
         for pk in members:
