@@ -454,8 +454,10 @@ def rank(
         if not frontier or len(reach) >= max_visited:
             break
         before = set(reach)
-        # The round's three reads depend on none of each other: the term bridges and
-        # the causal neighbours run beside the mentions (core.beside) when they may.
+        # The round's reads depend on none of each other: the term bridges (in two
+        # halves) and the causal neighbours run beside the mentions (core.beside) when
+        # they may. What the sources name as their causes is looked up as well: a
+        # stated cause joins its effect as a causal neighbour, as a stored span link would.
         texts = term_sources(sources, _cause_spans(tenant_id, [item.pk for item in sources]))
         half = (len(texts) + 1) // 2
         side_terms = [Beside(_term_neighbours, view, tenant_id, texts[:half])]
