@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/load.py                          # levels 1,4,16 for 20 s each
     .venv/bin/python bench/load.py --levels 1,8,32 --seconds 30
+    .venv/bin/python bench/load.py --recall-mode graph       # recalls through the graph-aware rank
 
 Starts what ``make run`` starts (``manage.py fedmem_run`` with its defaults: the
 web server and a Celery worker) against a database of its own (FEDMEM_DB_NAME,
@@ -97,7 +98,9 @@ def _setup() -> tuple[str, str]:
     return str(agent.pk), secret
 
 
-async def _client(http, base: str, agent_id: str, until: float, out: dict[str, list], errors: dict[str, int]):
+async def _client(
+    http, base: str, agent_id: str, until: float, out: dict[str, list], errors: dict[str, int], mode: str
+):
     rng = random.Random()
     n = 0
     while time.monotonic() < until:
@@ -111,7 +114,7 @@ async def _client(http, base: str, agent_id: str, until: float, out: dict[str, l
             }
         else:
             op, path = "recall", f"/v1/memory/agents/{agent_id}/recall"
-            body = {"query": f"what happened to {topic}?", "user_id": "u1", "top_k": 5}
+            body = {"query": f"what happened to {topic}?", "user_id": "u1", "top_k": 5, "mode": mode}
         began = time.perf_counter()
         try:
             response = await http.post(base + path, json=body)
@@ -123,7 +126,7 @@ async def _client(http, base: str, agent_id: str, until: float, out: dict[str, l
             errors[op] += 1
 
 
-async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: float) -> dict:
+async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: float, mode: str) -> dict:
     import httpx
 
     out: dict[str, list] = {"remember": [], "recall": []}
@@ -133,7 +136,8 @@ async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: f
     async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as http:
         until = time.monotonic() + seconds
         began = time.monotonic()
-        await asyncio.gather(*(_client(http, base, agent_id, until, out, errors) for _ in range(clients)))
+        clients_ = [_client(http, base, agent_id, until, out, errors, mode) for _ in range(clients)]
+        await asyncio.gather(*clients_)
         elapsed = time.monotonic() - began
     return {"elapsed": elapsed, "out": out, "errors": errors}
 
@@ -243,12 +247,13 @@ def run_level(
     seconds: float,
     quiet: bool = False,
     server_pid: int | None = None,
+    mode: str = "hybrid",
 ) -> dict:
     """One level: print its rows and return the total rate, p95 over every request,
     the error count and the server's CPU time per request (what carries over from a
     busy machine: the cores' time it takes, whoever else wants them)."""
     before = cpu_seconds(server_processes(server_pid))
-    result = asyncio.run(_level(base, secret, agent_id, clients, seconds))
+    result = asyncio.run(_level(base, secret, agent_id, clients, seconds, mode))
     parts = cpu_since(before, server_pid)
     cpu = sum(parts.values())
     everything: list[float] = []
@@ -286,6 +291,12 @@ def main() -> None:
     parser.add_argument("--levels", default="1,4,16", help="concurrent clients per level (default 1,4,16)")
     parser.add_argument("--seconds", type=float, default=20.0, help="duration of each level (default 20)")
     parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
+    parser.add_argument(
+        "--recall-mode",
+        choices=("hybrid", "graph"),
+        default="hybrid",
+        help="the recalls' mode: hybrid (default) or graph (the graph-aware rank and its side reads)",
+    )
     args = parser.parse_args()
 
     # Rate limiting protects production; the load run measures the server, not the limiter.
@@ -309,12 +320,17 @@ def main() -> None:
             raise SystemExit(f"server did not start; see {log_dir / 'server.log'}")
         warm(base, secret, agent_id)
         print(f"machine: {describe()}")
-        print(f"server: manage.py fedmem_run (the make run defaults); {args.seconds:.0f} s per level")
+        print(
+            f"server: manage.py fedmem_run (the make run defaults); {args.seconds:.0f} s per level; "
+            f"recall mode {args.recall_mode}"
+        )
         print(
             f"{'clients':>7} {'op':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>7}"
         )
         for clients in [int(x) for x in args.levels.split(",")]:
-            run_level(base, secret, agent_id, clients, args.seconds, server_pid=server.pid)
+            run_level(
+                base, secret, agent_id, clients, args.seconds, server_pid=server.pid, mode=args.recall_mode
+            )
         settle(agent_id)
         print(f"machine at end: {describe()}")
     finally:
