@@ -14,6 +14,9 @@ the caller's thread, statement for statement as if it were written inline:
   overlap wins) and has an idle connection now, or room for one more;
 * the caller is in no transaction: another connection would not see its
   uncommitted rows (a test's transaction included), nor read in its snapshot;
+* the caller's request is the only one this process serves now (a task or a
+  command serves none): with other requests in flight the cores have their work,
+  an overlap wins nothing and the threads cost their switches (docs/performance.md);
 * fewer than ``FEDMEM_DB_SIDE_READS`` reads of this process are beside already
   (0 turns side reads off). The permits bound what a process takes from its pool
   for side reads, so a request waiting for its side read never waits for a
@@ -46,10 +49,34 @@ _lock = threading.Lock()
 _side: tuple[ThreadPoolExecutor, threading.BoundedSemaphore] | None = None
 
 
+# Requests this process serves now (Django's request_started / request_finished,
+# connected in core.apps). A count that never came back down (a finish signal lost)
+# only keeps side reads off in that process.
+_in_flight = 0
+_flight_lock = threading.Lock()
+
+
+def request_started(**_kwargs: Any) -> None:
+    global _in_flight
+    with _flight_lock:
+        _in_flight += 1
+
+
+def request_finished(**_kwargs: Any) -> None:
+    global _in_flight
+    with _flight_lock:
+        _in_flight = max(0, _in_flight - 1)
+
+
+def _alone() -> bool:
+    """No other request than the caller's (if any) is in flight in this process."""
+    return _in_flight <= 1
+
+
 def _forget_threads() -> None:
     # A forked child (a Celery worker's pool process) has none of its parent's threads.
-    global _side, _lock
-    _side, _lock = None, threading.Lock()
+    global _side, _lock, _in_flight
+    _side, _lock, _in_flight = None, threading.Lock(), 0
 
 
 os.register_at_fork(after_in_child=_forget_threads)
@@ -85,7 +112,12 @@ class Beside(Generic[T]):
     def __init__(self, fn: Callable[..., T], *args: Any) -> None:
         self._future: Future[T] | None = None
         self._value: T | None = None
-        if settings.FEDMEM_DB_SIDE_READS > 0 and not connection.in_atomic_block and _pool_has_room():
+        if (
+            settings.FEDMEM_DB_SIDE_READS > 0
+            and not connection.in_atomic_block
+            and _alone()
+            and _pool_has_room()
+        ):
             executor, permits = _threads()
             if permits.acquire(blocking=False):
                 try:

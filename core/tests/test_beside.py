@@ -92,3 +92,23 @@ def test_a_side_read_sees_the_callers_context_variables():
     marker.set("request")
     read = Beside(marker.get)
     assert read.ran_beside and read.result() == "request"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_another_request_in_flight_a_read_runs_inline():
+    from django.core.signals import request_finished, request_started
+
+    # The caller's own request alone: beside.
+    request_started.send(sender=None)
+    try:
+        assert Beside(_where).ran_beside
+        # A second request in flight in this process: the cores have their work.
+        request_started.send(sender=None)
+        try:
+            read = Beside(_where)
+            assert not read.ran_beside and read.result()[0] == threading.get_ident()
+        finally:
+            request_finished.send(sender=None)
+        assert Beside(_where).ran_beside
+    finally:
+        request_finished.send(sender=None)
