@@ -24,13 +24,6 @@ class CoreConfig(AppConfig):
             checked.add(connection.alias)
 
         connection_created.connect(on_connect, weak=False, dispatch_uid="fedmem-pgvector-check")
-        # Reads beside a request run only while it is the process's one request.
-        from django.core.signals import request_finished, request_started
-
-        from core import beside
-
-        request_started.connect(beside.request_started, weak=False, dispatch_uid="fedmem-beside-started")
-        request_finished.connect(beside.request_finished, weak=False, dispatch_uid="fedmem-beside-finished")
         # Sent once per migrate run for this app config (before the first and after
         # the last migration of every app).
         pre_migrate.connect(_unseal, sender=self, weak=False, dispatch_uid="fedmem-audit-unseal")

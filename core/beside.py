@@ -49,20 +49,19 @@ _lock = threading.Lock()
 _side: tuple[ThreadPoolExecutor, threading.BoundedSemaphore] | None = None
 
 
-# Requests this process serves now (Django's request_started / request_finished,
-# connected in core.apps). A count that never came back down (a finish signal lost)
-# only keeps side reads off in that process.
+# Requests this process serves now, counted by core.middleware.RequestsInFlightMiddleware
+# around the whole middleware stack (down again in a finally, whatever the view did).
 _in_flight = 0
 _flight_lock = threading.Lock()
 
 
-def request_started(**_kwargs: Any) -> None:
+def request_started() -> None:
     global _in_flight
     with _flight_lock:
         _in_flight += 1
 
 
-def request_finished(**_kwargs: Any) -> None:
+def request_finished() -> None:
     global _in_flight
     with _flight_lock:
         _in_flight = max(0, _in_flight - 1)

@@ -1,5 +1,5 @@
 """Request hygiene every route shares: NUL characters and over-long URLs refused, a
-Content-Security-Policy set."""
+Content-Security-Policy set, the requests in flight counted."""
 
 from __future__ import annotations
 
@@ -17,6 +17,25 @@ TOO_LONG_MESSAGE = "The request line is too long."
 # The request line daphne (fedmem_site.serve) accepts; uvicorn, which the
 # multi-process default runs, accepts any length, so the same bound is kept here.
 MAX_URL_BYTES = 16 * 1024
+
+
+class RequestsInFlightMiddleware:
+    """Count the requests this process serves now (:mod:`core.beside` reads beside a
+    request only while it is the only one). Django's request_started / request_finished
+    signals would count too, but a streaming answer whose body is never read out sends
+    no finish, and the count then stayed up for good; this one comes down in any case."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from core import beside
+
+        beside.request_started()
+        try:
+            return self.get_response(request)
+        finally:
+            beside.request_finished()
 
 
 class RejectNulMiddleware:

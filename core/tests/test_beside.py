@@ -96,19 +96,44 @@ def test_a_side_read_sees_the_callers_context_variables():
 
 @pytest.mark.django_db(transaction=True)
 def test_with_another_request_in_flight_a_read_runs_inline():
-    from django.core.signals import request_finished, request_started
-
     # The caller's own request alone: beside.
-    request_started.send(sender=None)
+    beside.request_started()
     try:
         assert Beside(_where).ran_beside
         # A second request in flight in this process: the cores have their work.
-        request_started.send(sender=None)
+        beside.request_started()
         try:
             read = Beside(_where)
             assert not read.ran_beside and read.result()[0] == threading.get_ident()
         finally:
-            request_finished.send(sender=None)
+            beside.request_finished()
         assert Beside(_where).ran_beside
     finally:
-        request_finished.send(sender=None)
+        beside.request_finished()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_are_counted_in_flight_until_they_end_whatever_they_answer(client):
+    from django.http import StreamingHttpResponse
+    from django.test import RequestFactory
+
+    from core.middleware import RequestsInFlightMiddleware
+
+    seen = []
+
+    def view(request):  # type: ignore[no-untyped-def]
+        seen.append(beside._in_flight)
+        if request.path == "/fails":
+            raise RuntimeError("the view failed")
+        return StreamingHttpResponse(iter([b"never read"]))
+
+    middleware = RequestsInFlightMiddleware(view)
+    before = beside._in_flight
+    middleware(RequestFactory().get("/streams"))  # its body is never read out
+    with pytest.raises(RuntimeError):
+        middleware(RequestFactory().get("/fails"))
+    assert seen == [before + 1, before + 1]
+    assert beside._in_flight == before
+    # The API's own requests pass through it: a side read after them runs beside.
+    assert client.get("/health").status_code == 200
+    assert Beside(_where).ran_beside
