@@ -380,8 +380,11 @@ def test_the_hnsw_settings_are_set_once_per_server_connection():
         return execute(sql, params, many, context)
 
     servers = set()
+    # More requests than the pool holds connections (side reads may have filled it):
+    # some server connection is taken twice.
+    cycles = settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"] + 1
     with connection.execute_wrapper(record):
-        for _ in range(4):
+        for _ in range(cycles):
             connection.close()  # back to the pool, as at the end of a request
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -392,4 +395,4 @@ def test_the_hnsw_settings_are_set_once_per_server_connection():
             assert (ef_search, scan) == (str(settings.FEDMEM_HNSW_EF_SEARCH), "relaxed_order")
             servers.add(pid)
     tunings = sum("set_config('hnsw.ef_search'" in sql for sql in statements)
-    assert tunings <= len(servers) < 4
+    assert tunings <= len(servers) < cycles
