@@ -32,10 +32,11 @@ own condition (:mod:`memory.enforcement`), never in the connection.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
@@ -55,16 +56,18 @@ _in_flight = 0
 _flight_lock = threading.Lock()
 
 
-def request_started() -> None:
+@contextlib.contextmanager
+def serving() -> Iterator[None]:
+    """The caller serves a request while inside (core.middleware counts every one)."""
     global _in_flight
     with _flight_lock:
         _in_flight += 1
-
-
-def request_finished() -> None:
-    global _in_flight
-    with _flight_lock:
-        _in_flight = max(0, _in_flight - 1)
+    try:
+        yield
+    finally:
+        with _flight_lock:
+            # A forked child starts from zero (_forget_threads) with no request of its own.
+            _in_flight = max(0, _in_flight - 1)
 
 
 def _alone() -> bool:

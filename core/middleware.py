@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.template.loader import render_to_string
 
+from core.beside import serving
 from core.errors import ErrorCode, error_body
 
 NUL_MESSAGE = "The URL contains a NUL character."
@@ -29,13 +30,8 @@ class RequestsInFlightMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from core import beside
-
-        beside.request_started()
-        try:
+        with serving():
             return self.get_response(request)
-        finally:
-            beside.request_finished()
 
 
 class RejectNulMiddleware:

@@ -97,19 +97,13 @@ def test_a_side_read_sees_the_callers_context_variables():
 @pytest.mark.django_db(transaction=True)
 def test_with_another_request_in_flight_a_read_runs_inline():
     # The caller's own request alone: beside.
-    beside.request_started()
-    try:
+    with beside.serving():
         assert Beside(_where).ran_beside
         # A second request in flight in this process: the cores have their work.
-        beside.request_started()
-        try:
+        with beside.serving():
             read = Beside(_where)
             assert not read.ran_beside and read.result()[0] == threading.get_ident()
-        finally:
-            beside.request_finished()
         assert Beside(_where).ran_beside
-    finally:
-        beside.request_finished()
 
 
 @pytest.mark.django_db(transaction=True)
