@@ -136,8 +136,8 @@ async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: f
     async with httpx.AsyncClient(headers=headers, timeout=60, limits=limits) as http:
         until = time.monotonic() + seconds
         began = time.monotonic()
-        clients_ = [_client(http, base, agent_id, until, out, errors, mode) for _ in range(clients)]
-        await asyncio.gather(*clients_)
+        tasks = [_client(http, base, agent_id, until, out, errors, mode) for _ in range(clients)]
+        await asyncio.gather(*tasks)
         elapsed = time.monotonic() - began
     return {"elapsed": elapsed, "out": out, "errors": errors}
 
