@@ -4,6 +4,7 @@
     .venv/bin/python bench/profile_request.py --size 10k --calls recall --repeat 50 --html var/p.html
     .venv/bin/python bench/profile_request.py --size 100k --calls recall,remember --layers --no-profile
     .venv/bin/python bench/profile_request.py --size 100k --calls graph --statements --no-profile --warm 20
+    .venv/bin/python bench/profile_request.py --size 100k --calls graph,discover --phases --no-profile
 
 Each call runs ``--repeat`` times in this process through the same URLs as the
 server (Django's test client, the whole middleware and DRF stack), every query
@@ -18,8 +19,10 @@ since ONNX Runtime runs on threads of its own), the statements per call (counter
 statements apart) and the CPU the database's backends spent per call: CPU time
 carries over from a busy machine, wall time does not. ``--statements`` prints the
 wall time per call of each statement shape (the driver's round trip included, the
-statement's first 100 characters as its name), the costliest first. Not a test: it
-asserts nothing.
+statement's first 100 characters as its name), the costliest first. ``--phases``
+prints the wall time per call of each step of the graph-aware rank on the request's
+thread (the seeds, each round's reads, the waits for the reads beside it, the
+PageRank solve, the chain). Not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -61,17 +64,36 @@ LAYERS = [
     ("embedding model (process CPU)", "memory.embeddings", "OnnxEmbedder.embed", "process"),
 ]
 
+# The steps of the graph-aware rank (graph recall, discover, answer) --phases times:
+# wall time on the request's thread, what a call waits for; reads that run beside it
+# (core.beside) show as the waits for their results.
+PHASES = [
+    ("graph-aware rank, whole", "memory.retrieval.graphrank", "rank", "wall"),
+    ("  seeds (hybrid retrieve)", "memory.retrieval.graphrank", "retrieve", "wall"),
+    ("  session neighbours", "memory.retrieval.graphrank", "_session_neighbours", "wall"),
+    ("  cause spans", "memory.retrieval.graphrank", "_cause_spans", "wall"),
+    ("  mentions", "memory.retrieval.graphrank", "item_mentions_named", "wall"),
+    ("  entity weights", "memory.retrieval.graphrank", "entity_weights", "wall"),
+    ("  entity neighbours", "memory.retrieval.graphrank", "_entity_neighbours", "wall"),
+    ("  waits for reads beside", "memory.retrieval.graphrank", "Beside.result", "wall"),
+    ("  support (PageRank solve)", "memory.retrieval.graphrank", "support", "wall"),
+    ("  chain pool", "memory.retrieval.graphrank", "Pool", "wall"),
+    ("  asserted links", "memory.retrieval.graphrank", "asserted_links", "wall"),
+    ("  chain walk", "memory.retrieval.graphrank", "walk_back", "wall"),
+]
+
 
 class Layers:
     """Wraps each layer of LAYERS for the duration of a with block, summing the CPU
     time spent inside it (outermost entry per thread only), and counts statements
     and the database's CPU."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: list[tuple[str, str, str, str]] = LAYERS) -> None:
         import importlib
         import threading
 
-        self.totals: dict[str, float] = {label: 0.0 for label, *_ in LAYERS}
+        self.layers = layers
+        self.totals: dict[str, float] = {label: 0.0 for label, *_ in layers}
         self.patches: list[tuple[object, str, object]] = []
         self.depth = threading.local()
         self.statements = 0
@@ -81,11 +103,16 @@ class Layers:
     def _wrap(self, label: str, func: object, clock: str) -> object:
         import functools
 
-        timer = time.thread_time if clock == "thread" else time.process_time
+        import threading
+
+        timer = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}[clock]
         layers = self
+        caller = threading.get_ident()
 
         @functools.wraps(func)  # type: ignore[arg-type]
         def timed(*args: object, **kwargs: object) -> object:
+            if clock == "wall" and threading.get_ident() != caller:  # a read beside the call
+                return func(*args, **kwargs)  # type: ignore[operator]
             depth = getattr(layers.depth, label, 0)
             setattr(layers.depth, label, depth + 1)
             began = timer()
@@ -117,7 +144,7 @@ class Layers:
 
         from core.counters import DatabaseCounterCache
 
-        for label, module_name, path, clock in LAYERS:
+        for label, module_name, path, clock in self.layers:
             owner: object = self.importlib.import_module(module_name)
             *outer, attr = path.split(".")
             for part in outer:
@@ -152,7 +179,9 @@ class Layers:
             setattr(owner, attr, original)
 
     def report(self, calls: int) -> None:
-        print("   CPU per call, by layer (ms; nested layers are part of the one above):")
+        wall = any(clock == "wall" for *_, clock in self.layers)
+        what = "wall time on the request's thread" if wall else "CPU"
+        print(f"   {what} per call, by layer (ms; nested layers are part of the one above):")
         for label, total in self.totals.items():
             if total:
                 print(f"   {label:<38} {total * 1000 / calls:7.2f}")
@@ -209,6 +238,9 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_true", help="time only")
     parser.add_argument("--layers", action="store_true", help="CPU time per layer, statements per call")
     parser.add_argument("--statements", action="store_true", help="wall time per call of each statement")
+    parser.add_argument(
+        "--phases", action="store_true", help="wall time per call of each step of the graph-aware rank"
+    )
     parser.add_argument(
         "--warm", type=int, default=1, help="distinct calls of each kind before the measured ones (1)"
     )
@@ -272,7 +304,7 @@ def main() -> None:
         # Read now: every request the loop below makes clears Django's query log.
         sql_ms = sum(float(q["time"]) for q in captured.captured_queries) * 1000
         one_call = len(captured.captured_queries)
-        layers = Layers() if args.layers else None
+        layers = Layers() if args.layers else Layers(PHASES) if args.phases else None
         profiler = None
         if not args.no_profile:
             from pyinstrument import Profiler
