@@ -102,7 +102,6 @@ class Layers:
 
     def _wrap(self, label: str, func: object, clock: str) -> object:
         import functools
-
         import threading
 
         timer = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}[clock]
