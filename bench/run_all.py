@@ -502,7 +502,8 @@ def quality(figures: Figures) -> None:
             for method, values in results["torch"].items()
             for a, b in zip(values, results["onnx"].get(method, values), strict=True)
         )
-        figures.add("eval_reasoning: largest |onnx - torch| of its figures", delta, "", "<= 0.01")
+        # A row of a markdown table: no pipes in the name.
+        figures.add("eval_reasoning: largest difference onnx / torch of its figures", delta, "", "<= 0.01")
     else:
         figures.note("eval_reasoning", "did not run; see its output above")
 
