@@ -84,9 +84,10 @@ PHASES = [
 
 
 class Layers:
-    """Wraps each layer of LAYERS for the duration of a with block, summing the CPU
-    time spent inside it (outermost entry per thread only), and counts statements
-    and the database's CPU."""
+    """Wraps each of ``layers`` (LAYERS, or PHASES) for the duration of a with block,
+    summing the time of its clock spent inside it (outermost entry per thread only;
+    wall-clock layers on the caller's thread only), and counts statements and the
+    database's CPU."""
 
     def __init__(self, layers: list[tuple[str, str, str, str]] = LAYERS) -> None:
         import importlib

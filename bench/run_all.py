@@ -21,9 +21,10 @@ One run, in order (each phase can be picked with ``--only``):
    trace at this size with ``EXPLAIN (ANALYZE, BUFFERS)``, written to
    ``var/bench/explain-<size>.txt`` (docs/performance.md keeps a snapshot).
 5. **ingest**: fresh facts through the batch endpoint until extraction has
-   settled (no item pending), in facts/s, against the bare ONNX batch rate, and
-   the server's CPU per fact (web, worker, database; what carries over from a
-   busy machine); with ``--profile``, then ``bench/ingest.py``'s per-stage profile of the web write
+   settled (no item pending), in facts/s, against the bare ONNX batch rate, the
+   ceiling one embedding and one spaCy parse per fact leave on this machine's
+   cores, and the server's CPU per fact (web, worker, database; what carries over
+   from a busy machine); with ``--profile``, then ``bench/ingest.py``'s per-stage profile of the web write
    path and the extraction task, in this process.
 6. **load**: ``bench/load.py``'s remember/recall mix against the same server at
    1, 4 and 16 clients.
