@@ -9,7 +9,8 @@ web server and a Celery worker) against a database of its own (FEDMEM_DB_NAME,
 default ``fedmem_load``), creates a tenant, an agent and its key, then at each
 concurrency level runs closed-loop clients for a bounded time, each alternating a
 remember (POST /memories) and a recall (POST /recall). Prints per level and
-operation: requests/s, p50/p95/p99 latency and error rate, and per level the CPU
+operation: requests/s, p50/p95/p99 latency and error rate, and per level the
+clients' connections each web process holds at its end and the CPU
 time the server's processes (web, worker, PostgreSQL) spent per request: on a
 machine shared with other work the rate is bounded by the share of the cores the
 server gets, the CPU per request is not. ``bench/run_all.py``
@@ -126,7 +127,31 @@ async def _client(
             errors[op] += 1
 
 
-async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: float, mode: str) -> dict:
+def web_connections(server_pid: int | None, port: int) -> list[int]:
+    """The clients' connections each web process holds now, most first. uvicorn's
+    workers share one listening socket, and the first to wake accepts everything
+    waiting: kept-alive connections opened together can all land in one process."""
+    import psutil
+
+    counts = []
+    for process in server_processes(server_pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            command = " ".join(process.cmdline())
+            if "postgres" in command or "celery" in command:
+                continue
+            held = [
+                c
+                for c in process.net_connections(kind="tcp")
+                if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port
+            ]
+            if held or "spawn_main" in command:  # a web worker (uvicorn spawns them) holding none counts too
+                counts.append(len(held))
+    return sorted(counts, reverse=True)
+
+
+async def _level(
+    base: str, secret: str, agent_id: str, clients: int, seconds: float, mode: str, server_pid: int | None
+) -> dict:
     import httpx
 
     out: dict[str, list] = {"remember": [], "recall": []}
@@ -139,7 +164,9 @@ async def _level(base: str, secret: str, agent_id: str, clients: int, seconds: f
         tasks = [_client(http, base, agent_id, until, out, errors, mode) for _ in range(clients)]
         await asyncio.gather(*tasks)
         elapsed = time.monotonic() - began
-    return {"elapsed": elapsed, "out": out, "errors": errors}
+        # Read while the pool still holds its connections.
+        spread = web_connections(server_pid, httpx.URL(base).port or 80)
+    return {"elapsed": elapsed, "out": out, "errors": errors, "spread": spread}
 
 
 def warm(base: str, secret: str, agent_id: str, timeout: float = 300) -> None:
@@ -253,7 +280,7 @@ def run_level(
     the error count and the server's CPU time per request (what carries over from a
     busy machine: the cores' time it takes, whoever else wants them)."""
     before = cpu_seconds(server_processes(server_pid))
-    result = asyncio.run(_level(base, secret, agent_id, clients, seconds, mode))
+    result = asyncio.run(_level(base, secret, agent_id, clients, seconds, mode, server_pid))
     parts = cpu_since(before, server_pid)
     cpu = sum(parts.values())
     everything: list[float] = []
@@ -276,6 +303,9 @@ def run_level(
             f"{'':>8} {'':>6}  server CPU {cpu_ms:.1f} ms/request ({split}; "
             f"{(os.cpu_count() or 1) * 1000 / cpu_ms if cpu_ms else float('nan'):.0f} req/s on idle cores)"
         )
+        if result["spread"]:
+            held = " / ".join(str(n) for n in result["spread"])
+            print(f"{'':>7} {'':>8} the clients' connections per web process: {held}")
     return {
         "rate": total,
         "p95": _percentile(everything, 0.95),
