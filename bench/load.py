@@ -137,7 +137,7 @@ def web_connections(server_pid: int | None, port: int) -> list[int]:
     for process in server_processes(server_pid):
         with contextlib.suppress(psutil.NoSuchProcess):
             command = " ".join(process.cmdline())
-            if "postgres" in command or "celery" in command:
+            if _part(command) != "web":
                 continue
             held = [
                 c
@@ -234,6 +234,11 @@ def server_processes(server_pid: int | None) -> list:
     return found
 
 
+def _part(command: str) -> str:
+    """Which part of the server a process of :func:`server_processes` is, by its command line."""
+    return "database" if "postgres" in command else "worker" if "celery" in command else "web"
+
+
 def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
     """CPU seconds so far per process, with its part: web, worker or database. A
     process's own time and that of its children that have exited (reaped): the
@@ -245,8 +250,7 @@ def cpu_seconds(processes: list) -> dict[int, tuple[str, float]]:
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
             times = process.cpu_times()
-            command = " ".join(process.cmdline())
-            part = "database" if "postgres" in command else "worker" if "celery" in command else "web"
+            part = _part(" ".join(process.cmdline()))
             out[process.pid] = (part, times.user + times.system + times.children_user + times.children_system)
     return out
 
