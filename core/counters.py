@@ -67,7 +67,10 @@ class DatabaseCounterCache(BaseCache):
             conn.close()
             conn = None
         if conn is None:
-            options = {k: v for k, v in params.get("OPTIONS", {}).items() if k != "pool"}
+            # Django's own options, not libpq's (a plain psycopg connection binds on the server).
+            options = {
+                k: v for k, v in params.get("OPTIONS", {}).items() if k not in ("pool", "server_side_binding")
+            }
             # Named, so pg_stat_activity tells this connection from the pool's.
             options.setdefault("application_name", "fedmem-counters")
             conn = psycopg.connect(

@@ -83,7 +83,7 @@ def matching_spans(
     with transaction.atomic(), connection.cursor() as cursor:
         # The HNSW scan yields at most ef_search rows before the tenant and
         # visibility filters apply: ask for enough.
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, max(40, limit * 4))])
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(min(1000, max(40, limit * 4)))])
         nearest = list(base.order_by("distance").values_list(*fields)[: limit * 2])
     sharing = []
     if terms:
@@ -166,7 +166,7 @@ def link_edges(tenant_id: Any, edges: list[CausalEdge]) -> int:
     with transaction.atomic(), connection.cursor() as cursor:
         # As in matching_spans: the HNSW scan yields at most ef_search rows before
         # the tenant filter applies.
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [min(1000, max(40, FANOUT * 4))])
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(min(1000, max(40, FANOUT * 4)))])
         cursor.execute(
             _LINK_SQL,
             {
