@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,24 @@ def test_embedded_server_is_reused_across_processes():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == settings.DATABASES["default"]["HOST"]
+
+
+def test_a_statement_run_again_is_prepared_once_on_the_server(db):
+    """A statement run on a connection more often than FEDMEM_DB_PREPARE_THRESHOLD is
+    prepared there; its parameters are bound on the server, never made statement text."""
+    sql = "SELECT count(*) FROM memory_item WHERE tenant_id = %s AND content = %s"
+    threshold = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"]
+    with connection.cursor() as cursor:
+        for n in range(threshold + 1):
+            cursor.execute(sql, [uuid.uuid4(), f"it's {n}'; DROP TABLE memory_item; --"])
+            assert cursor.fetchone() == (0,)
+        cursor.execute(
+            "SELECT parameter_types::text[], generic_plans + custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s",
+            ["%FROM memory_item WHERE tenant_id = $1 AND content = $2%"],
+        )
+        [(types, runs)] = cursor.fetchall()
+        assert types == ["uuid", "text"] and runs >= 1
 
 
 def test_the_app_connects_as_a_role_that_is_not_superuser(db):

@@ -99,6 +99,31 @@ def test_by_default_connections_come_from_a_pool_and_none_is_kept_per_request():
     assert _database_settings(FEDMEM_DB_POOL_SIZE="0") == ["off", "0"]
 
 
+def _binding(**extra: str) -> list[str]:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s;"
+        "o = s.DATABASES['default'].get('OPTIONS', {}); "
+        "print(o.get('server_side_binding', 'client'), o.get('prepare_threshold', 'never'))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", DATABASE_URL="postgres://nobody@127.0.0.1:1/none"
+    )
+    env.update(extra)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_statements_run_again_are_prepared_on_the_server_unless_turned_off():
+    assert _binding() == ["True", "5"]
+    assert _binding(FEDMEM_DB_PREPARE_THRESHOLD="2") == ["True", "2"]
+    # Behind a transaction-pooling proxy: parameters bound in the client, nothing prepared.
+    assert _binding(FEDMEM_DB_PREPARE_THRESHOLD="0") == ["client", "never"]
+
+
 def test_check_deploy_is_clean_with_production_settings():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
     env.update(
