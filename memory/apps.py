@@ -18,6 +18,7 @@ class MemoryConfig(AppConfig):
         from memory.embeddings import check_dimension, configured_model_path
         from memory.erasure import check_erasable_datasets, erase_subject_memory
         from memory.models import EMBEDDING_DIMENSIONS
+        from memory.retrieval.vectors import planned_per_run
         from memory.services.demo import memory_demo_seed
         from memory.services.knowledge import GRAPH_JOB, INGEST_JOB, erase_subject_ingests
 
@@ -46,6 +47,9 @@ class MemoryConfig(AppConfig):
             if connection.vendor != "postgresql" or connection.connection in tuned:
                 return
             tuned.add(connection.connection)
+            # Nearest-neighbour searches keep a plan made for their values (see there).
+            raw = connection.connection
+            raw.cursor_factory = planned_per_run(raw.cursor_factory)
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT set_config('hnsw.ef_search', %s, false), "

@@ -162,12 +162,12 @@ else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("FEDMEM_DB_CONN_MAX_AGE", 0, minimum=0)
 # A statement a connection has run this many times is prepared on the server (psycopg's
 # prepare_threshold, with server-side binding): later runs skip parsing, and PostgreSQL
-# plans it once (a generic plan) where that costs no more than planning each run; a
-# statement whose plan depends on its values (the fused recall, a filtered vector search)
-# keeps a plan per run. At 100k facts the database spends 10-20% less CPU on a recall,
-# a graph recall and a discover (docs/performance.md). Pooled connections keep their
-# statements across requests. 0 turns it off: a transaction-pooling proxy in front of
-# the database (PgBouncer before 1.21) cannot carry prepared statements.
+# plans it once (a generic plan) where that costs no more than planning each run, else
+# still plans each run; a vector search is never prepared (memory.retrieval.vectors).
+# At 100k facts the database spends a fifth less CPU on a graph recall and a discover
+# (docs/performance.md). Pooled connections keep their statements across requests.
+# 0 turns it off: a transaction-pooling proxy in front of the database (PgBouncer
+# before 1.21) cannot carry prepared statements.
 _prepare = env_int("FEDMEM_DB_PREPARE_THRESHOLD", 5, minimum=0, maximum=1000)
 if _prepare:
     DATABASES["default"].setdefault("OPTIONS", {}).update(

@@ -11,6 +11,7 @@ rank and the chain walk do, sees the same bits either way.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -62,3 +63,37 @@ def from_sent(data: bytes | memoryview | None) -> np.ndarray | None:
     if data is None:
         return None
     return _floats(data).astype(np.float32)
+
+
+# pgvector's cosine distance, the operator of every nearest-neighbour search here.
+DISTANCE = "<=>"
+
+
+@functools.cache
+def planned_per_run(base: type) -> type:
+    """``base`` (a psycopg cursor class) that never prepares a statement using
+    :data:`DISTANCE`, so PostgreSQL plans it for its values on every run.
+
+    A nearest-neighbour search under a tenant's or an agent's filter is fast through
+    the HNSW index for a large tenant and through an exact scan of the few rows of a
+    small one, and the planner picks by the row count it expects for the values
+    given. A prepared statement may switch to one generic plan, made for an average
+    tenant, after five runs; for a small tenant an HNSW plan then walks the graph until
+    ``hnsw.max_scan_tuples`` and can return fewer rows than an exact scan would, and
+    for a large one an exact plan reads every vector. Every other statement is
+    prepared as the connection's settings say (FEDMEM_DB_PREPARE_THRESHOLD)."""
+    if getattr(base, "plans_vector_searches_per_run", False):
+        return base  # wrapped already
+
+    class PlannedPerRun(base):
+        plans_vector_searches_per_run = True
+
+        def execute(
+            self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
+        ) -> Any:
+            if prepare is None and isinstance(query, str) and DISTANCE in query:
+                prepare = False
+            return super().execute(query, params, prepare=prepare, **kwargs)
+
+    PlannedPerRun.__name__ = PlannedPerRun.__qualname__ = f"PlannedPerRun{base.__name__}"
+    return PlannedPerRun

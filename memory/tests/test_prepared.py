@@ -1,0 +1,50 @@
+"""Statements prepared on the server (FEDMEM_DB_PREPARE_THRESHOLD), and the ones that
+never are: a nearest-neighbour search keeps a plan made for its values, so one tenant's
+size never chooses the index another tenant's search runs on."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connection
+from django.db.backends.postgresql.base import ServerBindingCursor
+
+from memory.enforcement import Keys
+from memory.retrieval.hybrid import RecallQuery, retrieve
+from memory.retrieval.vectors import DISTANCE, planned_per_run
+from memory.tests.conftest import remember
+
+
+def _prepared() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_recalls_prepare_their_statements_but_never_a_vector_search(access):
+    for text in ("The billing service failed at noon.", "Checkout timed out for three users."):
+        remember(access, text)
+    keys = Keys(user_id="cust-1", narrow=True)
+    runs = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 2
+    for n in range(runs):
+        query = RecallQuery(query=f"why did billing fail {n}", scopes=("user",), keys=keys, top_k=3)
+        assert [hit.item.content for hit in retrieve(access, query)][:1] == [
+            "The billing service failed at noon."
+        ]
+    prepared = _prepared()
+    # The recall's lexical statements ran often enough to be prepared...
+    assert any("search_vector" in statement for statement in prepared)
+    # ...its vector search (the fused statement) as often, and it is planned each run.
+    assert not [statement for statement in prepared if DISTANCE in statement]
+
+
+def test_a_vector_search_cursor_still_prepares_what_the_caller_asks_for(db):
+    cursor_class = planned_per_run(ServerBindingCursor)
+    assert planned_per_run(ServerBindingCursor) is cursor_class  # one class per base
+    assert planned_per_run(cursor_class) is cursor_class
+    with connection.cursor() as wrapper:
+        raw = wrapper.cursor
+        assert isinstance(raw, cursor_class)  # every connection gets it when it opens
+        sql = f"SELECT '[1,0]'::vector {DISTANCE} %s::vector"
+        raw.execute(sql, ["[0,1]"], prepare=True)  # an explicit choice wins
+        assert raw.fetchone() == (1.0,)
+    assert any(DISTANCE in statement for statement in _prepared())
