@@ -71,11 +71,18 @@ def test_production_settings_load_with_what_they_require():
 
 
 def _database_settings(**extra: str) -> list[str]:
-    code = (
-        "import django; django.setup(); from django.conf import settings as s;"
+    """The pool's largest size and CONN_MAX_AGE under these variables."""
+    return _printed(
         "d = s.DATABASES['default']; print(d.get('OPTIONS', {}).get('pool', {}).get('max_size', 'off'), "
-        "d['CONN_MAX_AGE'])"
+        "d['CONN_MAX_AGE'])",
+        **extra,
     )
+
+
+def _printed(statement: str, **extra: str) -> list[str]:
+    """What ``statement`` prints (``s`` the settings) in a process started with these
+    variables and no others of fedmem's."""
+    code = f"import django; django.setup(); from django.conf import settings as s; {statement}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
     env.update(
         DJANGO_SETTINGS_MODULE="fedmem_site.settings.base",
@@ -100,21 +107,11 @@ def test_by_default_connections_come_from_a_pool_and_none_is_kept_per_request():
 
 
 def _binding(**extra: str) -> list[str]:
-    code = (
-        "import django; django.setup(); from django.conf import settings as s;"
+    return _printed(
         "o = s.DATABASES['default'].get('OPTIONS', {}); "
-        "print(o.get('server_side_binding', 'client'), o.get('prepare_threshold', 'never'))"
+        "print(o.get('server_side_binding', 'client'), o.get('prepare_threshold', 'never'))",
+        **extra,
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FEDMEM_", "DATABASE_URL"))}
-    env.update(
-        DJANGO_SETTINGS_MODULE="fedmem_site.settings.base", DATABASE_URL="postgres://nobody@127.0.0.1:1/none"
-    )
-    env.update(extra)
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.split()
 
 
 def test_statements_run_again_are_prepared_on_the_server_unless_turned_off():
