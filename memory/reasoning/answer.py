@@ -133,6 +133,7 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
     from memory.models import MemoryItem
     from memory.retrieval.graphrank import relevance
     from memory.retrieval.lexical import bm25_rows
+    from memory.retrieval.vectors import CHOSEN_ROWS
 
     todo = [pk for f in facts if f.get("why") is None and (pk := as_uuid(f["id"])) is not None]
     if not todo:
@@ -142,8 +143,10 @@ def measured(tenant_id: Any, question: str, facts: list[dict[str, Any]]) -> list
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(question).tolist()) + "]"
     similarity = dict(
         base.annotate(
-            similarity=RawSQL(
-                '1 - ("memory_item"."embedding" <=> %s::vector)', [vector], output_field=FloatField()
+            similarity=RawSQL(  # noqa: S611 - fixed fragments, the vector is a parameter
+                f'1 - ("memory_item"."embedding" <=> %s::vector) {CHOSEN_ROWS}',
+                [vector],
+                output_field=FloatField(),
             )
         ).values_list("pk", "similarity")
     )

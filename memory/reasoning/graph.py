@@ -34,6 +34,7 @@ from memory.extraction.pipeline import span_terms
 from memory.models import CausalEdge, MemoryItem, Mention, SpanLink
 from memory.retrieval.hybrid import QUERY_VECTOR, RecallQuery, retrieve
 from memory.retrieval.language import detect
+from memory.retrieval.vectors import CHOSEN_ROWS
 
 EFFECTS, CAUSES = "effects", "causes"
 LIGHT = ("id", "item_id", "cause", "effect", "cue")
@@ -174,8 +175,10 @@ def _items_statement(only: tuple[str, ...], defer: tuple[str, ...], similarity: 
     qs = MemoryItem.objects.filter(cond)
     if similarity:
         qs = qs.annotate(
-            similarity=RawSQL(
-                '1 - ("memory_item"."embedding" <=> %s::vector)', [QUERY_VECTOR], output_field=FloatField()
+            similarity=RawSQL(  # noqa: S611 - fixed fragments, the vector is a parameter
+                f'1 - ("memory_item"."embedding" <=> %s::vector) {CHOSEN_ROWS}',
+                [QUERY_VECTOR],
+                output_field=FloatField(),
             )
         )
     return qs.only(*only) if only else qs.defer(*defer)

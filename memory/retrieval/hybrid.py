@@ -84,6 +84,7 @@ from memory.retrieval.language import CONFIGS
 from memory.retrieval.lexical import QUOTED_LEXEME, RECALL_POSTINGS, bm25_rows
 from memory.retrieval.rerank import get_reranker
 from memory.retrieval.speaker import LABEL_PATTERN, label, named_labels
+from memory.retrieval.vectors import CHOSEN_ROWS
 from memory.retrieval.when import Windows, windows
 
 MODES = ("hybrid", "vector", "keyword")
@@ -398,13 +399,21 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             )
     vector = _vector_literal(embedding) if embedding is not None else None
     if vector is not None:
+        # The nearest candidates in a statement of their own, passed back as arrays
+        # like the lexical ones: a nearest-neighbour search is planned for its values
+        # on every run (vectors.planned_per_run), and the statement fusing the lists,
+        # without one, may then keep a prepared plan (its planning was about a third
+        # of it at 100k facts).
         vsql, vparams = _vector_sql(condition, vector, candidates)
+        with connection.cursor() as cursor:
+            cursor.execute(vsql, vparams)
+            nearest = cursor.fetchall()
         ctes.append(
-            f"v AS MATERIALIZED ({vsql}), "  # noqa: S608 - SQL compiled by Django, values are parameters
+            "v AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS v(id, distance)), "
             "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v), "
             "qv AS MATERIALIZED (SELECT %s::vector AS v)"
         )
-        params.extend([*vparams, vector])
+        params.extend([[row[0] for row in nearest], [row[1] for row in nearest], vector])
     if keyword_rows is not None:
         # The candidates the database ranked a moment ago, passed back as arrays;
         # the score shown is BM25 mapped into [0, 1) (s / (s + 1)), so min_score
@@ -639,6 +648,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         f"FROM f JOIN memory_item m ON m.id = f.fid {query_row}{context_join} "
         f"{where} ORDER BY {order} LIMIT %s)"
         f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
+        # The dated candidates (tv) are a search of their own, planned per run.
+        f"{'' if win else ' ' + CHOSEN_ROWS}"
     )
     params = [*params, *select_params, *where_params, limit]
     with _stamp_commit() if rq.stamp else contextlib.nullcontext():

@@ -67,12 +67,17 @@ def from_sent(data: bytes | memoryview | None) -> np.ndarray | None:
 
 # pgvector's cosine distance, the operator of every nearest-neighbour search here.
 DISTANCE = "<=>"
+# Written into a statement that computes distances of rows it chose otherwise (by id,
+# from arrays it was given) and searches no nearest neighbour: the cursor class below
+# lets it be prepared like any other statement.
+CHOSEN_ROWS = "/* distances of chosen rows only */"
 
 
 @functools.cache
 def planned_per_run(base: type) -> type:
     """``base`` (a psycopg cursor class) that never prepares a statement using
-    :data:`DISTANCE`, so PostgreSQL plans it for its values on every run.
+    :data:`DISTANCE` (unless it is marked :data:`CHOSEN_ROWS`), so PostgreSQL plans
+    it for its values on every run.
 
     A nearest-neighbour search under a tenant's or an agent's filter is fast through
     the HNSW index for a large tenant and through an exact scan of the few rows of a
@@ -81,7 +86,9 @@ def planned_per_run(base: type) -> type:
     tenant, after five runs; for a small tenant an HNSW plan then walks the graph until
     ``hnsw.max_scan_tuples`` and can return fewer rows than an exact scan would, and
     for a large one an exact plan reads every vector. Every other statement is
-    prepared as the connection's settings say (FEDMEM_DB_PREPARE_THRESHOLD)."""
+    prepared as the connection's settings say (FEDMEM_DB_PREPARE_THRESHOLD). A
+    statement is a search unless it says otherwise: a search that forgot the mark
+    would change answers, a marked one only saves its planning."""
     if getattr(base, "plans_vector_searches_per_run", False):
         return base  # wrapped already
 
@@ -91,7 +98,7 @@ def planned_per_run(base: type) -> type:
         def execute(
             self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
         ) -> Any:
-            if prepare is None and isinstance(query, str) and DISTANCE in query:
+            if prepare is None and isinstance(query, str) and DISTANCE in query and CHOSEN_ROWS not in query:
                 prepare = False
             return super().execute(query, params, prepare=prepare, **kwargs)
 

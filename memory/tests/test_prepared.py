@@ -1,6 +1,7 @@
 """Statements prepared on the server (FEDMEM_DB_PREPARE_THRESHOLD), and the ones that
 never are: a nearest-neighbour search keeps a plan made for its values, so one tenant's
-size never chooses the index another tenant's search runs on."""
+size never chooses the index another tenant's search runs on. A statement marked as
+computing distances of rows it chose otherwise (CHOSEN_ROWS) is prepared like any other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db.backends.postgresql.base import ServerBindingCursor
 
 from memory.enforcement import Keys
 from memory.retrieval.hybrid import RecallQuery, retrieve
-from memory.retrieval.vectors import DISTANCE, planned_per_run
+from memory.retrieval.vectors import CHOSEN_ROWS, DISTANCE, planned_per_run
 from memory.tests.conftest import remember
 
 
@@ -31,10 +32,50 @@ def test_recalls_prepare_their_statements_but_never_a_vector_search(access):
             "The billing service failed at noon."
         ]
     prepared = _prepared()
-    # The recall's lexical statements ran often enough to be prepared...
+    # The recall's lexical statements ran often enough to be prepared, and the one
+    # fusing the lists, which scores the candidates' distances...
     assert any("search_vector" in statement for statement in prepared)
-    # ...its vector search (the fused statement) as often, and it is planned each run.
-    assert not [statement for statement in prepared if DISTANCE in statement]
+    assert any(CHOSEN_ROWS in statement for statement in prepared)
+    # ...its vector search as often, and it is planned each run.
+    assert not [s for s in prepared if DISTANCE in s and CHOSEN_ROWS not in s]
+
+
+def test_a_generic_plan_of_the_fused_statement_ranks_as_a_plan_per_run(access):
+    # Sessions of several turns, so the neighbour probes and the anchors have rows.
+    for session in range(4):
+        for turn, text in enumerate(
+            (
+                f"Ticket {session}: the billing service failed at noon.",
+                f"Ticket {session}: checkout timed out for three users.",
+                f"Ticket {session}: the cache was cold after the deploy.",
+                f"Ticket {session}: we rolled back and latency recovered.",
+            )
+        ):
+            remember(access, text, session_id=f"s{session}", user_id="cust-1")
+    keys = Keys(user_id="cust-1", narrow=True)
+    queries = ["why did billing fail", "what happened after the deploy", "latency recovered", "checkout"]
+    runs = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 2
+
+    def ranked(mode: str) -> list[list[tuple[str, float]]]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('plan_cache_mode', %s, false)", [mode])
+        out = []
+        for n in range(runs):
+            for text in queries:
+                hits = retrieve(access, RecallQuery(query=text, scopes=("user",), keys=keys, top_k=6))
+                if n == runs - 1:
+                    out.append([(hit.item.content, round(hit.score, 9)) for hit in hits])
+        return out
+
+    try:
+        per_run = ranked("force_custom_plan")
+        generic = ranked("force_generic_plan")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET plan_cache_mode")
+    assert any(CHOSEN_ROWS in statement for statement in _prepared())
+    assert all(len(hits) == 6 for hits in per_run)
+    assert generic == per_run
 
 
 def test_a_vector_search_cursor_still_prepares_what_the_caller_asks_for(db):
