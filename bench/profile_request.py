@@ -13,7 +13,7 @@ pyinstrument``; not a dependency of the project), after ``--warm`` distinct call
 of the same kind that are not measured. Prints the mean wall time per
 call, the statements it ran, and the profile. ``--layers`` also prints the CPU time
 per call of each layer (authentication, lockout check, rate limit, policy, input,
-retrieval and its lexical and final statements, the embedding model, framing, JSON),
+retrieval and its lexical, vector and final statements, the embedding model, framing, JSON),
 measured as the CPU time of the thread running it (the model's as the process's,
 since ONNX Runtime runs on threads of its own), the statements per call (counter
 statements apart) and the CPU the database's backends spent per call: CPU time
@@ -56,6 +56,7 @@ LAYERS = [
     ("recall operation", "memory.operations.recall", "recall", "thread"),
     ("  retrieval", "memory.operations.recall", "retrieve", "thread"),
     ("    lexical (BM25, 2-3 statements)", "memory.retrieval.hybrid", "bm25_rows", "thread"),
+    ("    vector search (HNSW)", "memory.retrieval.hybrid", "nearest_rows", "thread"),
     ("    final statement + rows", "django.db.models.query", "RawQuerySet.__iter__", "thread"),
     ("  framing", "memory.operations.recall", "_framed", "thread"),
     ("remember operation", "memory.operations.memories", "remember", "thread"),

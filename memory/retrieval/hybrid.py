@@ -13,8 +13,9 @@ the caller's view is ever scored:
   language: any query word may match, weighted by the tenant's document
   frequencies, top ``FEDMEM_RETRIEVAL_CANDIDATES``;
 * hybrid: the BM25 list is ranked by the database while the query is embedded
-  (every word required only under ``FEDMEM_HYBRID_KEYWORD_MATCH=all``), then one
-  statement takes the vector list and fuses both, linearly (default: dense weight x
+  (every word required only under ``FEDMEM_HYBRID_KEYWORD_MATCH=all``), then the
+  vector list is read (a statement planned for its values on every run), and one
+  statement, given both lists as arrays, fuses them, linearly (default: dense weight x
   cosine + the rest x BM25 coverage) or by reciprocal rank fusion (``1/(k + rank)``
   summed, k = ``FEDMEM_RRF_K``), plus an optional recency bonus; the optional
   cross-encoder then reranks the fused head.
@@ -252,6 +253,15 @@ def _vector_sql(condition: Q, literal: str, limit: int) -> tuple[str, tuple[Any,
     return sql, tuple(literal if p is QUERY_VECTOR else p for p in params)
 
 
+def nearest_rows(condition: Q, literal: str, limit: int) -> list[tuple[Any, float]]:
+    """(id, cosine distance) of the ``limit`` items meeting ``condition`` nearest the
+    vector ``literal``, nearest first (the HNSW index's order)."""
+    sql, params = _vector_sql(condition, literal, limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
 def _vector_rows(limit: int, condition: Q) -> Any:
     return (
         # The same operator and operand shape as the HNSW index (vector_cosine_ops).
@@ -404,10 +414,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         # on every run (vectors.planned_per_run), and the statement fusing the lists,
         # without one, may then keep a prepared plan (its planning was about a third
         # of it at 100k facts).
-        vsql, vparams = _vector_sql(condition, vector, candidates)
-        with connection.cursor() as cursor:
-            cursor.execute(vsql, vparams)
-            nearest = cursor.fetchall()
+        nearest = nearest_rows(condition, vector, candidates)
         ctes.append(
             "v AS (SELECT * FROM unnest(%s::uuid[], %s::float8[]) AS v(id, distance)), "
             "vr AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS r FROM v), "

@@ -5,6 +5,8 @@ computing distances of rows it chose otherwise (CHOSEN_ROWS) is prepared like an
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import connection
 from django.db.backends.postgresql.base import ServerBindingCursor
@@ -38,6 +40,23 @@ def test_recalls_prepare_their_statements_but_never_a_vector_search(access):
     assert any(CHOSEN_ROWS in statement for statement in prepared)
     # ...its vector search as often, and it is planned each run.
     assert not [s for s in prepared if DISTANCE in s and CHOSEN_ROWS not in s]
+
+
+def test_a_recall_naming_a_time_keeps_its_dated_search_planned_per_run(access):
+    # The dated candidates are a nearest-neighbour search inside the fused statement.
+    remember(access, "The billing service failed at noon.", occurred_at=datetime(2023, 5, 8, 12, tzinfo=UTC))
+    remember(access, "Checkout timed out for three users.")
+    keys = Keys(user_id="cust-1", narrow=True)
+    runs = settings.DATABASES["default"]["OPTIONS"]["prepare_threshold"] + 2
+    for n in range(runs):
+        query = RecallQuery(query=f"what failed in May 2023 {n}", scopes=("user",), keys=keys, top_k=3)
+        hits = retrieve(access, query)
+        assert hits[0].item.content == "The billing service failed at noon."
+        assert hits[0].signals.get("time_match") is True
+    prepared = _prepared()
+    assert any("search_vector" in statement for statement in prepared)
+    assert not [s for s in prepared if DISTANCE in s and CHOSEN_ROWS not in s]
+    assert not [s for s in prepared if "occurred_at" in s and DISTANCE in s]
 
 
 def test_a_generic_plan_of_the_fused_statement_ranks_as_a_plan_per_run(access):
