@@ -329,6 +329,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes every connection and, in a prefork child, the whole
+# connection pool before and after each task, unless this many tasks have not yet
+# run since it last did: every task then opened a new PostgreSQL session (a backend
+# started, its caches cold, its prepared statements lost). Practically never here;
+# fedmem_site.celery hands the connections back to the pool at each task's start
+# and end instead, and closes the pool when the child exits.
+CELERY_DB_REUSE_MAX = 10**9
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
