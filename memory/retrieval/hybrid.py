@@ -7,7 +7,7 @@ the caller's view is ever scored:
 
 * vector: cosine distance through the HNSW index (iterative scan, so filters
   that drop candidates do not starve the list), top ``FEDMEM_RETRIEVAL_CANDIDATES``;
-  one statement;
+  the search, then one statement that ranks what it found;
 * keyword: BM25 over the generated ``tsvector`` (:mod:`memory.retrieval.lexical`),
   each item stemmed in its own language and matched by the query's lexemes in that
   language: any query word may match, weighted by the tenant's document
