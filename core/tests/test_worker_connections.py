@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 
 from memory.models import MemoryItem
+from memory.tests.conftest import settled
 
 APP = "fedmem-worker-sessions-test"
 
@@ -33,11 +34,7 @@ def _extracted(client, agent, text: str) -> None:
         f"/v1/memory/agents/{agent.pk}/memories", {"content": text, "scope": "agent"}, format="json"
     )
     assert response.status_code == 201, response.content
-    item = MemoryItem.objects.get(pk=response.json()["id"])
-    deadline = time.monotonic() + 90
-    while item.extraction_status == "pending" and time.monotonic() < deadline:
-        time.sleep(0.1)
-        item.refresh_from_db()
+    item = settled(MemoryItem.objects.get(pk=response.json()["id"]))
     assert item.extraction_status == "done", item.extraction_error
 
 

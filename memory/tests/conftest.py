@@ -3,11 +3,13 @@ process-wide singletons; the session fixture loads them once for the whole run."
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from memory.enforcement import MemoryAccess, system_access
+from memory.models import MemoryItem
 from memory.services.items import MemoryDraft, WriteOutcome, memory_remember
 
 
@@ -24,6 +26,17 @@ def loaded_models() -> None:
 def access(world) -> MemoryAccess:
     """The owner agent's memory, as platform-internal code uses it."""
     return system_access(world.agent)
+
+
+def settled(item: MemoryItem, timeout: float = 90.0) -> MemoryItem:
+    """``item`` once a real worker's extraction has left it no longer pending (or the
+    timeout has passed), read again."""
+    deadline = time.monotonic() + timeout
+    item.refresh_from_db()
+    while item.extraction_status == MemoryItem.Extraction.PENDING and time.monotonic() < deadline:
+        time.sleep(0.1)
+        item.refresh_from_db()
+    return item
 
 
 def remember(access: MemoryAccess, content: str, **fields: Any) -> WriteOutcome:

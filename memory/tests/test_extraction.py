@@ -3,8 +3,6 @@ both directions of wording, idempotency, status and the worker path."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import override_settings
 
@@ -13,7 +11,7 @@ from memory.extraction.entities import normalize, spacy_entities
 from memory.extraction.nlp import parse, split_sentences
 from memory.models import CausalEdge, Entity, MemoryItem, Mention
 from memory.tasks import extract_items
-from memory.tests.conftest import remember
+from memory.tests.conftest import remember, settled
 from memory.tests.graph_helpers import fact
 
 
@@ -287,11 +285,7 @@ def test_worker_extracts_after_commit(world, worker_factory, as_agent):
     )
     assert response.status_code == 201
     assert response.json()["extraction_status"] == "pending"
-    item = MemoryItem.objects.get(pk=response.json()["id"])
-    deadline = time.monotonic() + 90
-    while item.extraction_status == "pending" and time.monotonic() < deadline:
-        time.sleep(0.2)
-        item.refresh_from_db()
+    item = settled(MemoryItem.objects.get(pk=response.json()["id"]))
     assert item.extraction_status == "done", item.extraction_error
     assert CausalEdge.objects.get(item=item).cause == "The expired certificate"
 
