@@ -57,8 +57,10 @@ class ItemSentenceAdmin(ContentHiddenAdmin):
 
 
 @admin.register(PendingExtraction)
-class PendingExtractionAdmin(ReadOnlyModelAdmin):
-    # Kept by triggers on memory_item (migration 0018); the admin only reads it.
+class PendingExtractionAdmin(ContentHiddenAdmin):
+    # Kept by triggers on memory_item (migration 0018); the admin only reads it. The
+    # item is shown by id: its name would be what was said.
+    hidden_fields = ("item",)
     list_display = ["item_id"]
 
 
