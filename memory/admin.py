@@ -57,10 +57,8 @@ class ItemSentenceAdmin(ContentHiddenAdmin):
 
 
 @admin.register(PendingExtraction)
-class PendingExtractionAdmin(ContentHiddenAdmin):
-    # Kept by triggers on memory_item (migration 0018); the admin only reads it. The
-    # item is shown by id: its name would be what was said.
-    hidden_fields = ("item",)
+class PendingExtractionAdmin(ReadOnlyModelAdmin):
+    # Kept by triggers on memory_item (migration 0018); the admin only reads it.
     list_display = ["item_id"]
 
 
