@@ -18,7 +18,6 @@ from memory.models import (
     MemoryHistory,
     MemoryItem,
     Mention,
-    PendingExtraction,
     SessionMessage,
     SpanLink,
     Supersession,
@@ -54,12 +53,6 @@ class ItemSentenceAdmin(ContentHiddenAdmin):
     # A sentence's vector is derived from what was said, like the item's own.
     hidden_fields = ("embedding",)
     list_display = ["item_id", "position", "start", "end"]
-
-
-@admin.register(PendingExtraction)
-class PendingExtractionAdmin(ReadOnlyModelAdmin):
-    # Kept by triggers on memory_item (migration 0018); the admin only reads it.
-    list_display = ["item_id"]
 
 
 @admin.register(MemoryHistory)
