@@ -1,7 +1,7 @@
 from .graph import CausalEdge, ContradictionDecision, Entity, Mention, SpanLink, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
-from .items import EMBEDDING_DIMENSIONS, ItemSentence, MemoryItem, PendingExtraction
+from .items import EMBEDDING_DIMENSIONS, ItemSentence, MemoryItem
 from .knowledge import Dataset
 from .sessions import SessionMessage
 
@@ -16,7 +16,6 @@ __all__ = [
     "MemoryHistory",
     "MemoryItem",
     "Mention",
-    "PendingExtraction",
     "SessionMessage",
     "SpanLink",
     "Supersession",

@@ -170,6 +170,12 @@ class MemoryItem(models.Model):
                 name="memory_item_occurred",
                 condition=Q(occurred_at__isnull=False),
             ),
+            # The extraction sweep reads only pending items; the rest of the table is settled.
+            models.Index(
+                fields=["updated_at"],
+                name="memory_item_extraction_pending",
+                condition=Q(extraction_status="pending"),
+            ),
             # GIN's fast-update buffers new entries in a pending list that every search
             # must read in full; at the 4 MB default it made full-text lookups several
             # times slower under steady writes. A small list keeps searches fast while
@@ -214,27 +220,6 @@ class MemoryItem(models.Model):
     @property
     def classification_name(self) -> str:
         return str(Classification(self.classification).label)
-
-
-class PendingExtraction(models.Model):
-    """An item whose extraction has not settled: what the extraction sweep reads
-    (memory.services.backfill). Triggers on memory_item (migration 0018) keep it, in
-    the statement that writes the item's status, so no write path can forget a row.
-
-    A table of its own, not an index on the item's status: an index whose key or
-    condition holds the status (the partial index this replaced) makes the update
-    that settles an item a non-HOT update, which writes a new entry for the item in
-    every index of memory_item, the HNSW graph included (docs/performance.md)."""
-
-    # No cascade in Python: the delete trigger removes the row with its item, and the
-    # foreign key (checked at commit) proves it did.
-    item = models.OneToOneField(MemoryItem, primary_key=True, on_delete=models.DO_NOTHING, related_name="+")
-
-    class Meta:
-        db_table = "memory_extraction_pending"
-
-    def __str__(self) -> str:
-        return str(self.item_id)
 
 
 class ItemSentence(models.Model):

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from core.tasks import enqueue_on_commit
 from memory.embeddings import embed_texts
-from memory.models import ItemSentence, MemoryItem, PendingExtraction
+from memory.models import ItemSentence, MemoryItem
 from memory.services.write.drafts import Sentence
 from memory.services.write.prepare import sentence_texts
 from memory.services.write.store import sentence_rows
@@ -91,12 +91,7 @@ def extraction_sweep(*, stale_after: timedelta, batch: int = 100, limit: int = 5
     """
     now = timezone.now()
     cutoff = now - stale_after
-    # The pending items are listed apart (memory.models.PendingExtraction): a few rows
-    # to join by key, where an index on the status would cost every settling update.
-    stale = MemoryItem.objects.filter(
-        pk__in=PendingExtraction.objects.values("item_id"),
-        extraction_status=MemoryItem.Extraction.PENDING,
-    ).filter(
+    stale = MemoryItem.objects.filter(extraction_status=MemoryItem.Extraction.PENDING).filter(
         Q(extraction_requeued_at__lt=cutoff) | Q(extraction_requeued_at__isnull=True, updated_at__lt=cutoff)
     )
     ids = [str(pk) for pk in stale.order_by("updated_at").values_list("pk", flat=True)[:limit]]

@@ -8,12 +8,11 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.utils import timezone
 
 from core.models import OutboxMessage
 from memory.enforcement import system_access
-from memory.models import CausalEdge, MemoryItem, PendingExtraction, SpanLink
+from memory.models import CausalEdge, MemoryItem, SpanLink
 from memory.tasks import extract_items
 from memory.tests.conftest import remember
 
@@ -137,45 +136,3 @@ def test_the_sweep_runs_on_the_beat_schedule():
     assert entry["task"] == "memory.extraction_sweep"
     assert entry["schedule"] == settings.FEDMEM_EXTRACTION_SWEEP_SECONDS
     assert settings.FEDMEM_EXTRACTION_STALE_SECONDS > 62  # beyond the retries' total backoff
-
-
-def _pending_rows() -> set:
-    return set(PendingExtraction.objects.values_list("item_id", flat=True))
-
-
-def test_the_pending_list_follows_every_way_an_items_status_changes(world, access, items):
-    # Written (the write path, pending), settled by the task, failed, reset by the
-    # backfill command, and deleted: the triggers keep the list exact each time.
-    assert _pending_rows() == {items["pending"].pk}
-    extract_items([str(items["pending"].pk)])
-    assert _pending_rows() == set()
-    call_command("fedmem_extract", "--failed", stdout=io.StringIO())
-    assert _pending_rows() == {items["failed"].pk}
-    with connection.cursor() as cursor:  # raw SQL is followed too
-        cursor.execute(
-            "UPDATE memory_item SET extraction_status = 'pending' WHERE id = %s", [items["done"].pk]
-        )
-    assert _pending_rows() == {items["failed"].pk, items["done"].pk}
-    MemoryItem.objects.filter(pk=items["done"].pk).delete()
-    assert _pending_rows() == {items["failed"].pk}
-    fresh = remember(access, "The backup failed because the disk was full.", scope="agent").item
-    assert _pending_rows() == {items["failed"].pk, fresh.pk}
-
-
-def test_settling_an_item_is_a_hot_update(world, access):
-    # An index whose key or condition held the status made this update write a new
-    # entry for the item in every index of memory_item, the HNSW graph included.
-    item = remember(access, "The certificate expired, so logins failed.", scope="agent").item
-
-    def counts() -> tuple[int, int]:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_stat_get_xact_tuples_updated('memory_item'::regclass), "
-                "pg_stat_get_xact_tuples_hot_updated('memory_item'::regclass)"
-            )
-            return cursor.fetchone()
-
-    updated, hot = counts()
-    MemoryItem.objects.filter(pk=item.pk).update(extraction_status="done", extraction_error="")
-    assert counts() == (updated + 1, hot + 1)
-    assert _pending_rows() == set()
