@@ -327,18 +327,32 @@ def _signals(row: Any, names: list[str]) -> dict[str, Any]:
     return signals
 
 
-def _neighbours(anchor: str, *, before: bool, offset: int = 0, limit: int = 1) -> str:
-    """The visible items (``vis``) written just before or just after ``anchor``'s row
-    in its session, nearest first: ``offset`` skips the nearest, ``limit`` caps them.
-    One probe of the (agent, session, created_at, id) index. Fixed fragments only."""
+def _neighbours(anchor: str, *, before: bool, offset: int = 0, limit: int = 1, columns: str = "n.id") -> str:
+    """``columns`` of the visible items (``vis`` as ``n``) written just before or just
+    after ``anchor``'s row in its session, nearest first: ``offset`` skips the nearest,
+    ``limit`` caps them. One probe of the (agent, session, created_at, id) index.
+    Fixed fragments only."""
     side, order = ("<", " DESC") if before else (">", "")
     # The anchor is a fixed alias and the bounds are integers chosen by the callers.
     return (
-        f"SELECT n.id, n.embedding FROM vis n WHERE {anchor}.session_id <> '' "  # noqa: S608
+        f"SELECT {columns} FROM vis n WHERE {anchor}.session_id <> '' "  # noqa: S608
         f"AND n.agent_id = {anchor}.agent_id AND n.session_id = {anchor}.session_id "
         f"AND (n.created_at, n.id) {side} ({anchor}.created_at, {anchor}.id) "
         f"ORDER BY n.created_at{order}, n.id{order} {f'OFFSET {offset} ' if offset else ''}LIMIT {limit}"
     )
+
+
+def _scored_columns(alias: str, sentence_weight: float) -> str:
+    """``sim``, the query's cosine with ``alias``'s item, and ``best``, its best
+    sentence's (one probe of the (item, position) index; NULL for an item of one
+    sentence, and unread without a sentence weight). Fixed fragments only."""
+    best = (
+        "(SELECT max(1 - (s.embedding <=> qv.v)) FROM memory_item_sentence s "  # noqa: S608
+        f"WHERE s.item_id = {alias}.id)"
+        if sentence_weight > 0
+        else "NULL::float8"
+    )
+    return f"1 - ({alias}.embedding <=> qv.v) AS sim, {best} AS best"
 
 
 def stamp_recalled(ids: list[Any]) -> None:
@@ -483,7 +497,13 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         )
     # The final statement reads the query's vector from one row (qv), bound once: as
     # a parameter per use it was a 5 KB literal sent and parsed some thirty times.
-    similarity = "1 - (m.embedding <=> qv.v)" if vector is not None else "NULL::float"
+    # Each row's cosine (sim) and best sentence's (best) are computed once, in the
+    # subquery that reads the row (m_c for the candidate, the ring's own for a
+    # neighbour), and the score's terms name those columns: written out in each
+    # term, as before, the same cosine was computed up to eight times a row, each
+    # time reading the embedding back from TOAST (pgvector stores it out of line).
+    sentence_weight = settings.FEDMEM_HYBRID_SENTENCE_WEIGHT if linear else 0.0
+    similarity = "m_c.sim" if vector is not None else "NULL::float"
     select_params: list[Any] = []
     weight = settings.FEDMEM_RECENCY_WEIGHT if rq.recency_weight is None else rq.recency_weight
     context_join = ""
@@ -491,37 +511,30 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     context_far = "NULL::float"
     sentence = "NULL::float"
     context_len = 0
+    # OFFSET 0 keeps the planner from pulling the subquery up, which would copy its
+    # expressions back into every term that names them.
+    own_columns = _scored_columns("m", sentence_weight)
+    own_join = ""
+    if vector is not None:
+        own_join = f"CROSS JOIN qv CROSS JOIN LATERAL (SELECT {own_columns} OFFSET 0) m_c "
     if linear:
         dense = settings.FEDMEM_HYBRID_DENSE_WEIGHT
-        sentence_weight = settings.FEDMEM_HYBRID_SENTENCE_WEIGHT
 
         def cosine(alias: str) -> tuple[str, list[Any]]:
             """The query's cosine with ``alias``'s item, its best sentence weighed in."""
             if sentence_weight <= 0:
-                return f"(1 - ({alias}.embedding <=> qv.v))", []
+                return f"{alias}.sim", []
             return (
-                f"((1 - %s) * (1 - ({alias}.embedding <=> qv.v)) "
-                f"+ %s * coalesce({alias}_s.best, 1 - ({alias}.embedding <=> qv.v)))",
+                f"((1 - %s) * {alias}.sim + %s * coalesce({alias}.best, {alias}.sim))",
                 [sentence_weight, sentence_weight],
             )
 
-        def sentences(alias: str) -> str:
-            # One probe of the (item, position) index; NULL for an item of one sentence.
-            # The alias is a fixed name chosen here. A candidate that is also another's
-            # neighbour is probed again: reading every candidate's best once in a CTE
-            # and joining it was slower (p50 26.1 -> 28.5 ms on LoCoMo, in process).
-            return (
-                "LEFT JOIN LATERAL (SELECT max(1 - (s.embedding <=> qv.v)) AS best "  # noqa: S608
-                f"FROM memory_item_sentence s WHERE s.item_id = {alias}.id) {alias}_s ON true"
-            )
-
-        own_cosine, own_params = cosine("m")
+        own_cosine, own_params = cosine("m_c")
         score = f"(%s * {own_cosine} + %s * f.kcoverage)"
         own_params = [dense, *own_params, 1 - dense]
         select_params.extend(own_params)
         if sentence_weight > 0:
-            sentence = "m_s.best"
-            context_join = sentences("m")
+            sentence = "m_c.best"
         context_weight = settings.FEDMEM_HYBRID_CONTEXT_WEIGHT
         if context_weight > 0:
             # The neighbours' fused scores, on the same scale as the item's own.
@@ -560,24 +573,24 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             nsql, nparams = compiled(("session neighbours",), condition, _neighbour_rows)
             ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
             params.extend(nparams)
-            rings = ["nb_prev", "nb_next"] + (["nb_prev2", "nb_next2"] if far_weight > 0 else [])
+            ring = "n.id, " + _scored_columns("n", sentence_weight)
             context_join += " " + " ".join(  # fixed fragments only
                 [
-                    f"LEFT JOIN LATERAL ({_neighbours('m', before=True)}) nb_prev ON true",
-                    f"LEFT JOIN LATERAL ({_neighbours('m', before=False)}) nb_next ON true",
+                    f"LEFT JOIN LATERAL ({_neighbours('m', before=True, columns=ring)}) nb_prev ON true",
+                    f"LEFT JOIN LATERAL ({_neighbours('m', before=False, columns=ring)}) nb_next ON true",
                     "LEFT JOIN kr kp ON kp.id = nb_prev.id LEFT JOIN kr kn ON kn.id = nb_next.id",
                 ]
             )
             if far_weight > 0:
+                prev2 = _neighbours("m", before=True, offset=1, columns=ring)
+                next2 = _neighbours("m", before=False, offset=1, columns=ring)
                 context_join += " " + " ".join(  # fixed fragments only
                     [
-                        f"LEFT JOIN LATERAL ({_neighbours('m', before=True, offset=1)}) nb_prev2 ON true",
-                        f"LEFT JOIN LATERAL ({_neighbours('m', before=False, offset=1)}) nb_next2 ON true",
+                        f"LEFT JOIN LATERAL ({prev2}) nb_prev2 ON true",
+                        f"LEFT JOIN LATERAL ({next2}) nb_next2 ON true",
                         "LEFT JOIN kr kp2 ON kp2.id = nb_prev2.id LEFT JOIN kr kn2 ON kn2.id = nb_next2.id",
                     ]
                 )
-            if sentence_weight > 0:
-                context_join += " " + " ".join(sentences(ring) for ring in rings)
             anchors = settings.FEDMEM_HYBRID_NEIGHBOUR_ANCHORS
             if anchors > 0:
                 # The items around the best candidate of each list join the
@@ -633,7 +646,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     if rq.min_score is not None:
         # min_score is a floor on cosine similarity (vector, hybrid) or on the text rank (keyword).
         if vector is not None:
-            where = "WHERE 1 - (m.embedding <=> qv.v) >= %s"
+            where = "WHERE m_c.sim >= %s"
             where_params = [rq.min_score]
         else:
             where = "WHERE f.kscore >= %s"
@@ -642,7 +655,6 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     # Django; every value (vector, tsquery, ids, weights) is a bound parameter.
     # Ties (common under rank fusion) go to the better vector rank, then the newer item.
     order = "score DESC, vrank NULLS LAST, created_at DESC, id"
-    query_row = "CROSS JOIN qv " if vector is not None else ""
     # f is materialized: inlined, its FULL JOIN key (coalesce of two ids) hides the
     # primary key from the planner, which then scanned every item of the tenant and
     # rebuilt the fused candidates once per item (at 10k items 180 ms of a 200 ms
@@ -652,7 +664,7 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         f"res AS (SELECT {columns}, f.vrank, f.krank, f.kscore, f.kcoverage, {similarity} AS similarity, "
         f"{context} AS context, {context_far} AS context_far, {sentence} AS sentence, {tmatch} AS tmatch, "
         f"{score} AS score "
-        f"FROM f JOIN memory_item m ON m.id = f.fid {query_row}{context_join} "
+        f"FROM f JOIN memory_item m ON m.id = f.fid {own_join}{context_join} "
         f"{where} ORDER BY {order} LIMIT %s)"
         f"{', ' + _TOUCH_CTE if rq.stamp else ''} SELECT * FROM res ORDER BY {order}"
         # The dated candidates (tv) are a search of their own, planned per run.
