@@ -14,8 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from core.statements import fetch
 from memory.enforcement import MemoryAccess
-from memory.models import ItemSentence, MemoryHistory, MemoryItem
+from memory.models import ItemSentence, MemoryHistory, MemoryItem, current_at
 from memory.retrieval import lexical
 from memory.services.hooks import items_written
 from memory.services.write import guards
@@ -60,25 +61,34 @@ def _exact_duplicates(access: MemoryAccess, prepared: list[Prepared]) -> dict[tu
     if not prepared:
         return {}
     wanted = {p.dedup_keys(access) for p in prepared}
-    found: dict[tuple[str, ...], MemoryItem] = {}
-    candidates = (
-        MemoryItem.objects.current()
-        .filter(
-            tenant_id=access.tenant_id,
-            agent_id=access.agent.pk,
-            content_hash__in=sorted({p.content_hash for p in prepared}),
-        )
-        .defer("embedding", "search_vector")
-        .order_by("created_at")
-    )
-    for item in candidates:
-        key = (
-            str(item.tenant_id), str(item.agent_id), item.user_id, item.session_id,
-            item.team, item.project, item.content_hash, str(item.dataset_id or ""),
-        )  # fmt: skip
-        if key in wanted and key not in found:
-            found[key] = item
-    return found
+    condition = Q(
+        tenant_id=access.tenant_id,
+        agent_id=access.agent.pk,
+        content_hash__any=sorted({p.content_hash for p in prepared}),
+    ) & current_at(timezone.now())
+    # The keys by a statement compiled once (core.statements): compiling the ORM query
+    # on every write was about a third of a single remember's Python time. The rows
+    # themselves are read only for the keys found, which most writes have none of.
+    first: dict[tuple[str, ...], Any] = {}
+    for pk, *keys in fetch(("exact duplicates",), condition, _duplicate_keys):
+        key = tuple("" if v is None else str(v) for v in keys)
+        if key in wanted and key not in first:
+            first[key] = pk
+    if not first:
+        return {}
+    items = MemoryItem.objects.defer("embedding", "search_vector").in_bulk(list(first.values()))
+    return {key: items[pk] for key, pk in first.items() if pk in items}
+
+
+# The columns of Prepared.dedup_keys, in its order.
+_KEY_COLUMNS = (
+    "tenant_id", "agent_id", "user_id", "session_id", "team", "project", "content_hash", "dataset_id",
+)  # fmt: skip
+
+
+def _duplicate_keys(condition: Q) -> Any:
+    # The oldest first: the one a duplicate merges into.
+    return MemoryItem.objects.filter(condition).order_by("created_at").values_list("pk", *_KEY_COLUMNS)
 
 
 def _near_duplicate(access: MemoryAccess, prepared: Prepared, embedding: Any) -> MemoryItem | None:
