@@ -497,8 +497,8 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
         )
     # The final statement reads the query's vector from one row (qv), bound once: as
     # a parameter per use it was a 5 KB literal sent and parsed some thirty times.
-    # Each row's cosine (sim) and best sentence's (best) are computed once, in the
-    # subquery that reads the row (m_c for the candidate, the ring's own for a
+    # Each row's cosine (sim) and best sentence's (best) are computed once, in a
+    # subquery over the row (m_c for the candidate, the ring's own for a
     # neighbour), and the score's terms name those columns: written out in each
     # term, as before, the same cosine was computed up to eight times a row, each
     # time reading the embedding back from TOAST (pgvector stores it out of line).
@@ -573,21 +573,25 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
             nsql, nparams = compiled(("session neighbours",), condition, _neighbour_rows)
             ctes.append(f"vis AS NOT MATERIALIZED ({nsql})")
             params.extend(nparams)
-            ring = "n.id, " + _scored_columns("n", sentence_weight)
+
+            def ring(before: bool, offset: int = 0) -> str:
+                # The neighbour's row first, then its cosine and best sentence, once:
+                # scored inside the probe, a far ring's skipped row was scored too.
+                probe = _neighbours("m", before=before, offset=offset, columns="n.id, n.embedding")
+                return f"SELECT r.id, {_scored_columns('r', sentence_weight)} FROM ({probe}) r OFFSET 0"  # noqa: S608
+
             context_join += " " + " ".join(  # fixed fragments only
                 [
-                    f"LEFT JOIN LATERAL ({_neighbours('m', before=True, columns=ring)}) nb_prev ON true",
-                    f"LEFT JOIN LATERAL ({_neighbours('m', before=False, columns=ring)}) nb_next ON true",
+                    f"LEFT JOIN LATERAL ({ring(True)}) nb_prev ON true",
+                    f"LEFT JOIN LATERAL ({ring(False)}) nb_next ON true",
                     "LEFT JOIN kr kp ON kp.id = nb_prev.id LEFT JOIN kr kn ON kn.id = nb_next.id",
                 ]
             )
             if far_weight > 0:
-                prev2 = _neighbours("m", before=True, offset=1, columns=ring)
-                next2 = _neighbours("m", before=False, offset=1, columns=ring)
                 context_join += " " + " ".join(  # fixed fragments only
                     [
-                        f"LEFT JOIN LATERAL ({prev2}) nb_prev2 ON true",
-                        f"LEFT JOIN LATERAL ({next2}) nb_next2 ON true",
+                        f"LEFT JOIN LATERAL ({ring(True, 1)}) nb_prev2 ON true",
+                        f"LEFT JOIN LATERAL ({ring(False, 1)}) nb_next2 ON true",
                         "LEFT JOIN kr kp2 ON kp2.id = nb_prev2.id LEFT JOIN kr kn2 ON kn2.id = nb_next2.id",
                     ]
                 )
