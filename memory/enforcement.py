@@ -232,7 +232,7 @@ class Keys:
     narrow: bool = False
 
 
-def _current_q(at: Any = None, *, include_superseded: bool = False) -> Q:
+def current_q(at: Any = None, *, include_superseded: bool = False) -> Q:
     """Valid at ``at`` (default now). Retention is always measured against now: an
     expired item is gone, also for a question about the past."""
     now = timezone.now()
@@ -286,7 +286,7 @@ def visible_q(
     policy's maximum, and (unless asked otherwise) valid now and not past retention."""
     q = Q(tenant_id=access.tenant_id, classification__lte=access.policy.max_classification_level)
     if not include_expired:
-        q &= _current_q(at, include_superseded=include_superseded)
+        q &= current_q(at, include_superseded=include_superseded)
     by_scope = [part for part in (_scope_q(access, scope, keys) for scope in scopes) if part is not None]
     if not by_scope:
         if keys.narrow:

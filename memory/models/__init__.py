@@ -1,7 +1,7 @@
 from .graph import CausalEdge, ContradictionDecision, Entity, Mention, SpanLink, Supersession
 from .history import MemoryHistory
 from .idempotency import IdempotencyRecord
-from .items import EMBEDDING_DIMENSIONS, ItemSentence, MemoryItem, current_at
+from .items import EMBEDDING_DIMENSIONS, ItemSentence, MemoryItem
 from .knowledge import Dataset
 from .sessions import SessionMessage
 
@@ -19,5 +19,4 @@ __all__ = [
     "SessionMessage",
     "SpanLink",
     "Supersession",
-    "current_at",
 ]

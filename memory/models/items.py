@@ -49,16 +49,12 @@ class MemoryItemQuerySet(models.QuerySet["MemoryItem"]):
 
     def current(self, *, at: object | None = None) -> MemoryItemQuerySet:
         """Valid at ``at`` (default now) and not past retention: what every read sees."""
-        return self.filter(current_at(at or timezone.now()))
-
-
-def current_at(moment: object) -> Q:
-    """The condition of :meth:`MemoryItemQuerySet.current` at ``moment``."""
-    return (
-        Q(valid_from__lte=moment)
-        & (Q(invalid_at__isnull=True) | Q(invalid_at__gt=moment))
-        & (Q(retention_until__isnull=True) | Q(retention_until__gt=moment))
-    )
+        moment = at or timezone.now()
+        return self.filter(
+            Q(valid_from__lte=moment),
+            Q(invalid_at__isnull=True) | Q(invalid_at__gt=moment),
+            Q(retention_until__isnull=True) | Q(retention_until__gt=moment),
+        )
 
 
 class MemoryItem(models.Model):

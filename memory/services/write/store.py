@@ -15,8 +15,8 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from core.statements import fetch
-from memory.enforcement import MemoryAccess
-from memory.models import ItemSentence, MemoryHistory, MemoryItem, current_at
+from memory.enforcement import MemoryAccess, current_q
+from memory.models import ItemSentence, MemoryHistory, MemoryItem
 from memory.retrieval import lexical
 from memory.services.hooks import items_written
 from memory.services.write import guards
@@ -61,11 +61,14 @@ def _exact_duplicates(access: MemoryAccess, prepared: list[Prepared]) -> dict[tu
     if not prepared:
         return {}
     wanted = {p.dedup_keys(access) for p in prepared}
-    condition = Q(
-        tenant_id=access.tenant_id,
-        agent_id=access.agent.pk,
-        content_hash__any=sorted({p.content_hash for p in prepared}),
-    ) & current_at(timezone.now())
+    condition = (
+        Q(
+            tenant_id=access.tenant_id,
+            agent_id=access.agent.pk,
+            content_hash__any=sorted({p.content_hash for p in prepared}),
+        )
+        & current_q()
+    )
     # The keys by a statement compiled once (core.statements): compiling the ORM query
     # on every write was about a third of a single remember's Python time. The rows
     # themselves are read only for the keys found, which most writes have none of.
