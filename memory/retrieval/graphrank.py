@@ -729,11 +729,8 @@ def support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
     relevance flowing back to it through its entities is no evidence for it; the
     mass that comes from *other* relevant facts is. A node without edges keeps its
     mass (nothing flows out of it) and gets no support."""
-    out_weight = adjacency.sum(axis=1)
-    transition = np.divide(
-        adjacency, out_weight[:, None], out=np.zeros_like(adjacency), where=out_weight[:, None] > 0
-    )
     n = len(restart)
+    out_weight = adjacency.sum(axis=1)
     # Only pi and diag(M) at the restart nodes are needed: one solve of A^T against
     # restart and the restart nodes' unit vectors (row s of A^-1 is column s of A^-T),
     # not the full inverse (an order of magnitude slower at a few hundred nodes).
@@ -741,7 +738,32 @@ def support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
     rhs = np.zeros((n, len(seeds) + 1))
     rhs[:, 0] = restart
     rhs[seeds, np.arange(1, len(seeds) + 1)] = 1.0
-    solved = np.linalg.solve((np.eye(n) - DAMPING * transition).T, rhs)
+    solved = rhs.copy()  # a node without edges in or out: its row of A^T is the unit row
+    # A pendant node (one neighbour j, no restart) is eliminated from the solve exactly:
+    # its unknown is d * P[j, l] * x_j, and its walk back to j only adds d^2 * P[j, l]
+    # to j's own term. About half the nodes of a rank's subgraph are such entities and
+    # facts, and the solve's cost grows with the cube of what is left.
+    edges = adjacency > 0
+    linked = edges.any(axis=1) | edges.any(axis=0)
+    anchor = np.argmax(edges, axis=1)
+    pendant = (
+        (edges.sum(axis=1) == 1) & (edges.sum(axis=0) == 1) & (np.argmax(edges, axis=0) == anchor)
+        & (restart == 0) & (np.diagonal(adjacency) == 0)
+    )  # fmt: skip
+    pendant &= ~pendant[anchor]  # two pendants joined only to each other stay in
+    kept = np.flatnonzero(linked & ~pendant)
+    if len(kept):
+        sub = adjacency[np.ix_(kept, kept)]
+        weight = out_weight[kept, None]
+        transition = np.divide(sub, weight, out=np.zeros_like(sub), where=weight > 0)
+        system = np.eye(len(kept)) - DAMPING * transition.T
+        position = np.full(n, -1)
+        position[kept] = np.arange(len(kept))
+        leaves = np.flatnonzero(pendant)
+        to_leaf = adjacency[anchor[leaves], leaves] / out_weight[anchor[leaves]]
+        np.add.at(system, (position[anchor[leaves]], position[anchor[leaves]]), -(DAMPING**2) * to_leaf)
+        solved[kept] = np.linalg.solve(system, rhs[kept])
+        solved[leaves] = DAMPING * to_leaf[:, None] * solved[anchor[leaves]]
     own = np.zeros(n)
     own[seeds] = solved[seeds, np.arange(1, len(seeds) + 1)]
     return np.maximum((1 - DAMPING) * (solved[:, 0] - restart * own), 0.0)

@@ -521,6 +521,42 @@ def test_support_equals_the_exact_inverse_on_a_random_graph():
     assert graphrank.support(a, restart)[7] == pytest.approx(0.0, abs=1e-12)
 
 
+def _exact_support(a: np.ndarray, restart: np.ndarray) -> np.ndarray:
+    out_weight = a.sum(axis=1)
+    transition = np.divide(a, out_weight[:, None], out=np.zeros_like(a), where=out_weight[:, None] > 0)
+    m = (1 - graphrank.DAMPING) * np.linalg.inv(np.eye(len(a)) - graphrank.DAMPING * transition)
+    return np.maximum(restart @ m - restart * np.diag(m), 0.0)
+
+
+def test_support_with_pendant_nodes_equals_the_exact_inverse():
+    # A rank's subgraph: facts around shared entities, with many nodes of one neighbour
+    # (an entity one fact names, a fact reached by one bridge). The solve leaves those
+    # out and puts them back; every kind of them is here, beside what must stay in.
+    rng = np.random.default_rng(11)
+    n = 48
+    a = np.zeros((n, n))
+    for _ in range(40):  # the core: facts 0-19 and entities 20-29
+        i, j = rng.integers(0, 20), rng.integers(20, 30)
+        a[i, j] = a[j, i] = a[i, j] + rng.random()
+    for leaf in range(30, 40):  # pendant entities and facts on the core
+        j = int(rng.integers(0, 30))
+        a[leaf, j] = a[j, leaf] = 0.2 + rng.random()
+    a[40, 41] = a[41, 40] = 0.7  # two pendants joined only to each other
+    a[42, 3] = a[3, 42] = 0.9  # a pendant seed: it stays in the solve
+    a[43, 43] = 0.5  # a self-loop and one neighbour: not pendant
+    a[43, 5] = a[5, 43] = 0.4
+    a[44, 45] = a[45, 44] = 1.0  # a chain hanging off the core: 44 is pendant on 45
+    a[45, 6] = a[6, 45] = 0.3
+    a[46, 7] = 0.6  # one-way edges (not what rank builds): nothing is eliminated there
+    a[8, 47] = 0.6
+    restart = np.zeros(n)
+    restart[[0, 1, 2, 40, 42, 47]] = [0.3, 0.2, 0.1, 0.1, 0.2, 0.1]
+    assert np.allclose(graphrank.support(a, restart), _exact_support(a, restart), rtol=1e-9, atol=1e-12)
+    # No node at all left to solve: isolated seeds only.
+    lone = np.zeros((3, 3))
+    assert np.allclose(graphrank.support(lone, np.array([0.5, 0.5, 0.0])), 0.0)
+
+
 # The depot's ranking as the full-inverse support and list scans gave it: made faster,
 # the rank must order and score the same facts the same way.
 PINNED = {
