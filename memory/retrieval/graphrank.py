@@ -730,6 +730,8 @@ def support(adjacency: np.ndarray, restart: np.ndarray) -> np.ndarray:
     mass that comes from *other* relevant facts is. A node without edges keeps its
     mass (nothing flows out of it) and gets no support."""
     n = len(restart)
+    if n == 0:
+        return np.zeros(0)
     out_weight = adjacency.sum(axis=1)
     # Only pi and diag(M) at the restart nodes are needed: one solve of A^T against
     # restart and the restart nodes' unit vectors (row s of A^-1 is column s of A^-T),

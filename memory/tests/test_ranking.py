@@ -555,6 +555,7 @@ def test_support_with_pendant_nodes_equals_the_exact_inverse():
     # No node at all left to solve: isolated seeds only.
     lone = np.zeros((3, 3))
     assert np.allclose(graphrank.support(lone, np.array([0.5, 0.5, 0.0])), 0.0)
+    assert graphrank.support(np.zeros((0, 0)), np.zeros(0)).shape == (0,)
 
 
 # The depot's ranking as the full-inverse support and list scans gave it: made faster,
