@@ -507,8 +507,13 @@ def rank(
     rows = {row.pk: row for row in side_rows.result()}
     ids = [pk for pk in reach if pk in rows]
     index = {pk: i for i, pk in enumerate(ids)}
-    in_graph = set(ids)
-    all_mentions = [m for m in (*known_mentions, *unread) if m[0] in in_graph]
+    # The mentions of the graph's facts, each with its fact's place (an item id is
+    # hashed once here: UUIDs hash in Python, thousands of times a call otherwise).
+    all_mentions, mention_at = [], []
+    for mention in (*known_mentions, *unread):
+        if (at := index.get(mention[0])) is not None:
+            all_mentions.append(mention)
+            mention_at.append(at)
     fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
     weights.update(entity_weights(tenant_id, fresh_entities, documents, names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
@@ -518,8 +523,8 @@ def rank(
     # together, joined through one node so a long session does not make a clique.
     sessions: dict[tuple[str, Any, str], list[Any]] = {}
     for pk in ids:
-        if rows[pk].session_id:
-            sessions.setdefault(("session", rows[pk].agent_id, rows[pk].session_id), []).append(pk)
+        if (row := rows[pk]).session_id:
+            sessions.setdefault(("session", row.agent_id, row.session_id), []).append(pk)
     sessions = {key: members for key, members in sessions.items() if len(members) > 1}
     for key in sessions:
         index[key] = len(index)
@@ -531,26 +536,24 @@ def rank(
     rel = np.zeros(n)
     sim = np.zeros(n)
     lex = np.zeros(n)
-    for pk in ids:
+    for i, pk in enumerate(ids):  # index[pk] == i
         hit = seeds.get(pk)
-        sim[index[pk]] = float(rows[pk].similarity or 0.0)
-        lex[index[pk]] = float(hit.signals.get("lexical", 0.0)) if hit else 0.0
-        rel[index[pk]] = relevance(sim[index[pk]], lex[index[pk]])
+        sim[i] = float(rows[pk].similarity or 0.0)
+        lex[i] = float(hit.signals.get("lexical", 0.0)) if hit else 0.0
+        rel[i] = relevance(sim[i], lex[i])
 
     adjacency = np.zeros((n, n))
     # The mention rows are distinct (item, entity) pairs, so each cell gets one weight.
-    bridging_mentions = [(i, e) for i, e in all_mentions if e in weights and i in index]
-    if bridging_mentions:
-        at_item = np.fromiter((index[i] for i, _e in bridging_mentions), np.intp, len(bridging_mentions))
-        at_entity = np.fromiter((index[e] for _i, e in bridging_mentions), np.intp, len(bridging_mentions))
-        w_mention = np.fromiter((weights[e][1] for _i, e in bridging_mentions), float, len(bridging_mentions))
+    bridging = [(at, e) for at, (_i, e) in zip(mention_at, all_mentions, strict=True) if e in weights]
+    if bridging:
+        at_item = np.fromiter((at for at, _e in bridging), np.intp, len(bridging))
+        at_entity = np.fromiter((index[e] for _at, e in bridging), np.intp, len(bridging))
+        w_mention = np.fromiter((weights[e][1] for _at, e in bridging), float, len(bridging))
         np.add.at(adjacency, (at_item, at_entity), w_mention)
         np.add.at(adjacency, (at_entity, at_item), w_mention)
-    mentioned_by: dict[int, set[Any]] = {}
     entities_of: dict[Any, set[int]] = {}
     for item_id, entity_id in all_mentions:
         if entity_id in weights:
-            mentioned_by.setdefault(entity_id, set()).add(item_id)
             entities_of.setdefault(item_id, set()).add(entity_id)
     synonym_entities: set[tuple[int, int]] = set()
     for a, b, sim_ab in side_synonyms.result():
@@ -582,8 +585,7 @@ def rank(
     top = max(float(graph_score[: len(ids)].max()), 1e-12)
 
     ranked = []
-    for pk in ids:
-        i = index[pk]
+    for i, pk in enumerate(ids):
         g = float(graph_score[i]) / top
         hit = seeds.get(pk)
         r = reach[pk]
