@@ -422,34 +422,39 @@ def rank(
     if not hits:
         return []
     tenant_id = access.tenant_id
-    seeds = {h.item.pk: h for h in hits}
-    reach: dict[Any, _Reach] = {pk: _Reach("seed", 0, pk, []) for pk in seeds}
+    # Inside the rank a fact is keyed by its id's integer (uuid.UUID hashes and compares
+    # in Python, and the rank looked ids up some 15k times a call); ``uid`` gives the id
+    # back for the reads and the answer.
+    uid: dict[int, Any] = {h.item.pk.int: h.item.pk for h in hits}
+    seeds = {h.item.pk.int: h for h in hits}
+    reach: dict[int, _Reach] = {k: _Reach("seed", 0, k, []) for k in seeds}
     documents = tenant_stats(tenant_id, []).documents
 
     # Edges of the subgraph, filled while expanding.
-    causal: list[tuple[Any, Any, float]] = []
+    causal: list[tuple[int, int, float]] = []
 
-    def reached(pk: Any, parent: Any, kind: str, hop: int, **detail: Any) -> None:
+    def reached(pk: Any, parent: int, kind: str, hop: int, **detail: Any) -> None:
         # The step is spelled out only for a fact reached first (most are met again).
-        if pk not in reach and len(reach) < max_visited:
+        if (k := pk.int) not in reach and len(reach) < max_visited:
             origin = reach[parent]
-            step = {"from_item": str(parent), "to_item": str(pk), "bridge": kind, **detail}
-            reach[pk] = _Reach(kind, hop, origin.seed, [*origin.path, step])
+            step = {"from_item": str(uid[parent]), "to_item": str(pk), "bridge": kind, **detail}
+            reach[k] = _Reach(kind, hop, origin.seed, [*origin.path, step])
+            uid[k] = pk
 
     # The session around the best matches: the turns of one conversation (one
     # incident's notes) tell one matter, whose cause is often told turns earlier.
     widths = [SESSION_WINDOW if n < SESSION_SEEDS else 1 for n in range(len(hits))]
     for a, b, _turns in _session_neighbours([h.item for h in hits], widths):
-        reached(b, a, "session", 1)
+        reached(b, a.int, "session", 1)
     frontier = list(seeds)
     weights: dict[int, tuple[str, float]] = {}
     # Every entity met, read with the mentions or by the weights: the synonyms reuse them.
     names: Names = {}
-    terms: list[tuple[Any, Any, float]] = []
+    terms: list[tuple[int, int, float]] = []
     sources = [h.item for h in hits[:TERM_SOURCES]]
     # The mentions of every item read so far: the graph below needs them again.
-    read_mentions: set[Any] = set()
-    known_mentions: list[tuple[Any, int]] = []
+    read_mentions: set[int] = set()
+    known_mentions: list[tuple[int, int]] = []
     for hop in range(1, hops + 1):
         if not frontier or len(reach) >= max_visited:
             break
@@ -462,20 +467,21 @@ def rank(
         half = (len(texts) + 1) // 2
         side_terms = [Beside(_term_neighbours, view, tenant_id, texts[:half])]
         side_terms.append(Beside(_term_neighbours, view, tenant_id, texts[half:]))
-        side_causal = Beside(_causal_neighbours, tenant_id, frontier)
-        mentions = item_mentions_named(tenant_id, frontier, names)
+        asked = [uid[k] for k in frontier]
+        side_causal = Beside(_causal_neighbours, tenant_id, asked)
+        mentions = [(i.int, e) for i, e in item_mentions_named(tenant_id, asked, names)]
         found_terms, named = [], []
         for side in side_terms:
             part_terms, part_named = side.result()
             found_terms += part_terms
             named += part_named
-        terms += found_terms
-        causal += named
+        terms += [(a.int, b.int, coverage) for a, b, coverage in found_terms]
+        causal += [(a.int, b.int, score) for a, b, score in named]
         for a, b, coverage in sorted(found_terms, key=lambda t: -t[2]):
-            reached(b, a, "terms", hop, weight=round(coverage, 3))
+            reached(b, a.int, "terms", hop, weight=round(coverage, 3))
         for a, b, span_a, span_b, score in side_causal.result():
-            causal.append((a, b, score))
-            reached(b, a, "causal", hop, link={"from": span_a, "to": span_b})
+            causal.append((a.int, b.int, score))
+            reached(b, a.int, "causal", hop, link={"from": span_a, "to": span_b})
         read_mentions.update(frontier)
         known_mentions += mentions
         new_entities = sorted({e for _, e in mentions} - set(weights))
@@ -489,10 +495,10 @@ def rank(
         for entity_id, item_id in _entity_neighbours(view, bridging, set()):
             name, weight = weights[entity_id]
             reached(item_id, source[entity_id], "entity", hop, entity=name, weight=round(weight, 3))
-        frontier = [pk for pk in reach if pk not in before]
+        frontier = [k for k in reach if k not in before]
         # The next round's term sources: the strongest term bridges just found.
         new = set(frontier)
-        fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b in new]
+        fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b.int in new]
         rows_next = {i.pk: i for i in view.items_of(fresh, only=("id", "content"))}
         sources = [rows_next[pk] for pk in dict.fromkeys(fresh) if pk in rows_next][:TERM_SOURCES]
 
@@ -500,35 +506,34 @@ def rank(
     vector = "[" + ",".join(f"{x:.9g}" for x in embed_query(rq.query).tolist()) + "]"
     # What the graph needs of each candidate; whole rows (every field parsed into a
     # model) are read below for the returned ones only, not for a few hundred.
-    side_rows = Beside(view.candidates, list(reach), vector)
+    side_rows = Beside(view.candidates, [uid[k] for k in reach], vector)
     # The mentions no round has read, beside the rows: those of a reached item the
     # view hides are read too, and left out below with the item.
-    unread = item_mentions_named(tenant_id, [pk for pk in reach if pk not in read_mentions], names)
-    rows = {row.pk: row for row in side_rows.result()}
-    ids = [pk for pk in reach if pk in rows]
-    index = {pk: i for i, pk in enumerate(ids)}
-    # The mentions of the graph's facts, each with its fact's place (an item id is
-    # hashed once here: UUIDs hash in Python, thousands of times a call otherwise).
-    all_mentions, mention_at = [], []
-    for mention in (*known_mentions, *unread):
+    unread = item_mentions_named(tenant_id, [uid[k] for k in reach if k not in read_mentions], names)
+    rows = {row.pk.int: row for row in side_rows.result()}
+    ids = [k for k in reach if k in rows]
+    index = {k: i for i, k in enumerate(ids)}
+    # The mentions of the graph's facts, each with its fact's place.
+    all_mentions: list[tuple[int, int]] = []
+    mention_at: list[int] = []
+    for mention in (*known_mentions, *((i.int, e) for i, e in unread)):
         if (at := index.get(mention[0])) is not None:
             all_mentions.append(mention)
             mention_at.append(at)
     fresh_entities = sorted({e for _, e in all_mentions} - set(weights))
     weights.update(entity_weights(tenant_id, fresh_entities, documents, names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
-    for e in entity_ids:
-        index[e] = len(index)  # entity ids are ints, item ids UUIDs: one key space
+    # The nodes: the facts, then the entities, then the sessions.
+    entity_at = {e: len(ids) + n for n, e in enumerate(entity_ids)}
     # Sessions as nodes: the facts one conversation (or one incident's notes) holds
     # together, joined through one node so a long session does not make a clique.
-    sessions: dict[tuple[str, Any, str], list[Any]] = {}
-    for pk in ids:
-        if (row := rows[pk]).session_id:
-            sessions.setdefault(("session", row.agent_id, row.session_id), []).append(pk)
+    sessions: dict[tuple[str, Any, str], list[int]] = {}
+    for k in ids:
+        if (row := rows[k]).session_id:
+            sessions.setdefault(("session", row.agent_id, row.session_id), []).append(k)
     sessions = {key: members for key, members in sessions.items() if len(members) > 1}
-    for key in sessions:
-        index[key] = len(index)
-    n = len(index)
+    session_at = {key: len(ids) + len(entity_at) + n for n, key in enumerate(sessions)}
+    n = len(ids) + len(entity_at) + len(session_at)
     # The synonyms' vectors and the sessions' sizes are read beside the graph's build.
     side_synonyms = Beside(entity_synonyms, entity_ids, names)
     side_sizes = Beside(session_sizes, [(agent, session) for _kind, agent, session in sessions])
@@ -544,21 +549,23 @@ def rank(
 
     adjacency = np.zeros((n, n))
     # The mention rows are distinct (item, entity) pairs, so each cell gets one weight.
-    bridging = [(at, e) for at, (_i, e) in zip(mention_at, all_mentions, strict=True) if e in weights]
-    if bridging:
-        at_item = np.fromiter((at for at, _e in bridging), np.intp, len(bridging))
-        at_entity = np.fromiter((index[e] for _at, e in bridging), np.intp, len(bridging))
-        w_mention = np.fromiter((weights[e][1] for _at, e in bridging), float, len(bridging))
+    cells = [(at, e) for at, (_i, e) in zip(mention_at, all_mentions, strict=True) if e in weights]
+    if cells:
+        at_item = np.fromiter((at for at, _e in cells), np.intp, len(cells))
+        at_entity = np.fromiter((entity_at[e] for _at, e in cells), np.intp, len(cells))
+        w_mention = np.fromiter((weights[e][1] for _at, e in cells), float, len(cells))
         np.add.at(adjacency, (at_item, at_entity), w_mention)
         np.add.at(adjacency, (at_entity, at_item), w_mention)
-    entities_of: dict[Any, set[int]] = {}
-    for item_id, entity_id in all_mentions:
+    entities_at: dict[int, set[int]] = {}
+    for item_key, entity_id in all_mentions:
         if entity_id in weights:
-            entities_of.setdefault(item_id, set()).add(entity_id)
+            entities_at.setdefault(item_key, set()).add(entity_id)
+    # The chain below asks by item id.
+    entities_of = {uid[k]: entities for k, entities in entities_at.items()}
     synonym_entities: set[tuple[int, int]] = set()
     for a, b, sim_ab in side_synonyms.result():
-        adjacency[index[a], index[b]] += sim_ab
-        adjacency[index[b], index[a]] += sim_ab
+        adjacency[entity_at[a], entity_at[b]] += sim_ab
+        adjacency[entity_at[b], entity_at[a]] += sim_ab
         synonym_entities |= {(a, b), (b, a)}
     # Facts naming near-synonymous spans (asked pair by pair, as the shared entities).
     synonym_pairs = SynonymSpans(entities_of, synonym_entities)
@@ -575,10 +582,10 @@ def rank(
     sizes = side_sizes.result()
     for key, members in sessions.items():
         w = SESSION_WEIGHT * session_weight(sizes.get(key[1:], len(members)), documents)
-        for pk in members:
-            adjacency[index[pk], index[key]] += w
-            adjacency[index[key], index[pk]] += w
-    restart = _restart(rel, [index[pk] for pk in seeds if pk in index])
+        for k in members:
+            adjacency[index[k], session_at[key]] += w
+            adjacency[session_at[key], index[k]] += w
+    restart = _restart(rel, [index[k] for k in seeds if k in index])
     # What the other seeds say of a fact: the walk's mass at it minus the share that
     # started at the fact itself and came back (through its own entities, its session).
     graph_score = support(adjacency, restart)
@@ -593,7 +600,7 @@ def rank(
             Ranked(
                 item=rows[pk], score=float(rel[i]) + GRAPH_WEIGHT * g, relevance=float(rel[i]),
                 similarity=float(sim[i]), lexical=float(lex[i]), graph=g, kind=r.kind, hop=r.hop,
-                seed_id=r.seed,
+                seed_id=uid[r.seed],
                 path=r.path, vector_rank=hit.vector_rank if hit else None,
                 keyword_rank=hit.keyword_rank if hit else None,
             )
