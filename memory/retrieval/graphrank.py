@@ -524,7 +524,7 @@ def rank(
     weights.update(entity_weights(tenant_id, fresh_entities, documents, names))
     entity_ids = sorted({e for _, e in all_mentions if e in weights})
     # The nodes: the facts, then the entities, then the sessions.
-    entity_at = {e: len(ids) + n for n, e in enumerate(entity_ids)}
+    entity_at = {e: len(ids) + place for place, e in enumerate(entity_ids)}
     # Sessions as nodes: the facts one conversation (or one incident's notes) holds
     # together, joined through one node so a long session does not make a clique.
     sessions: dict[tuple[str, Any, str], list[int]] = {}
@@ -532,7 +532,7 @@ def rank(
         if (row := rows[k]).session_id:
             sessions.setdefault(("session", row.agent_id, row.session_id), []).append(k)
     sessions = {key: members for key, members in sessions.items() if len(members) > 1}
-    session_at = {key: len(ids) + len(entity_at) + n for n, key in enumerate(sessions)}
+    session_at = {key: len(ids) + len(entity_at) + place for place, key in enumerate(sessions)}
     n = len(ids) + len(entity_at) + len(session_at)
     # The synonyms' vectors and the sessions' sizes are read beside the graph's build.
     side_synonyms = Beside(entity_synonyms, entity_ids, names)
