@@ -502,6 +502,13 @@ def test_the_best_matchs_session_brings_the_turns_told_before_it(access, monkeyp
     assert found[BAKERY[0]].kind == "session"
 
 
+def _exact_support(a: np.ndarray, restart: np.ndarray) -> np.ndarray:
+    out_weight = a.sum(axis=1)
+    transition = np.divide(a, out_weight[:, None], out=np.zeros_like(a), where=out_weight[:, None] > 0)
+    m = (1 - graphrank.DAMPING) * np.linalg.inv(np.eye(len(a)) - graphrank.DAMPING * transition)
+    return np.maximum(restart @ m - restart * np.diag(m), 0.0)
+
+
 def test_support_equals_the_exact_inverse_on_a_random_graph():
     # The solve reads only the rows it needs; it must give the full inverse's figures.
     rng = np.random.default_rng(5)
@@ -513,19 +520,8 @@ def test_support_equals_the_exact_inverse_on_a_random_graph():
     a[7, :] = a[:, 7] = 0  # a node without edges keeps its mass and gets no support
     restart = np.zeros(n)
     restart[[0, 3, 7, 11, 40]] = [0.4, 0.2, 0.1, 0.2, 0.1]
-    out_weight = a.sum(axis=1)
-    transition = np.divide(a, out_weight[:, None], out=np.zeros_like(a), where=out_weight[:, None] > 0)
-    m = (1 - graphrank.DAMPING) * np.linalg.inv(np.eye(n) - graphrank.DAMPING * transition)
-    expected = np.maximum(restart @ m - restart * np.diag(m), 0.0)
-    assert np.allclose(graphrank.support(a, restart), expected, rtol=1e-9, atol=1e-12)
+    assert np.allclose(graphrank.support(a, restart), _exact_support(a, restart), rtol=1e-9, atol=1e-12)
     assert graphrank.support(a, restart)[7] == pytest.approx(0.0, abs=1e-12)
-
-
-def _exact_support(a: np.ndarray, restart: np.ndarray) -> np.ndarray:
-    out_weight = a.sum(axis=1)
-    transition = np.divide(a, out_weight[:, None], out=np.zeros_like(a), where=out_weight[:, None] > 0)
-    m = (1 - graphrank.DAMPING) * np.linalg.inv(np.eye(len(a)) - graphrank.DAMPING * transition)
-    return np.maximum(restart @ m - restart * np.diag(m), 0.0)
 
 
 def test_support_with_pendant_nodes_equals_the_exact_inverse():
