@@ -59,8 +59,12 @@ def _counter_connections(django_db_setup):
     from django.core.cache import caches
     from django.db import connections
 
+    from core import beside
+
     if settings.CACHES["counters"]["BACKEND"].endswith("DatabaseCounterCache"):
         caches["counters"].close_all()
+    # The side threads keep a connection for a moment after a read (core.beside).
+    beside.release_connections()
     connections.close_all()
     for conn in connections.all():
         if conn.vendor == "postgresql":

@@ -25,29 +25,45 @@ the caller's thread, statement for statement as if it were written inline:
   load the permits are mostly taken and the reads run inline: with every core busy
   an overlap has nothing to win.
 
-Each side read hands its connection back to the pool when it ends. What it reads
-must not depend on the caller's session state: visibility is in every statement's
-own condition (:mod:`memory.enforcement`), never in the connection.
+A side thread keeps its connection after a read for up to ``HOLD_SECONDS`` while its
+process serves one request at a time: a graph recall runs eight or nine side reads,
+and taking a connection from the pool for each (the pool's health check, a round
+trip, and Django's connection set-up) cost 0.3-0.4 ms of CPU per read. The
+connection goes back to the pool when the thread has had no read for that long,
+when another request comes in (``serving`` tells the side threads at once: a busy
+process needs its pool for requests), and when a read left it in a transaction or
+failed on it. A connection idle for more than ``CHECK_AFTER_SECONDS`` is checked
+(one round trip) before a read, as the pool checks the connections it hands out.
+What a side read reads must not depend on the caller's session state: visibility
+is in every statement's own condition (:mod:`memory.enforcement`), never in the
+connection.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
+import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+# A side thread's connection goes back to the pool after this long without a read.
+HOLD_SECONDS = 2.0
+# A kept connection idle longer than this is checked (one round trip) before a read.
+CHECK_AFTER_SECONDS = 0.5
 
 _lock = threading.Lock()
-# The side threads and their permits, made at first use with the setting then.
-_side: tuple[ThreadPoolExecutor, threading.BoundedSemaphore] | None = None
 
 
 # Requests this process serves now, counted by core.middleware.RequestsInFlightMiddleware
@@ -62,6 +78,9 @@ def serving() -> Iterator[None]:
     global _in_flight
     with _flight_lock:
         _in_flight += 1
+        crowded = _in_flight == 2
+    if crowded and _side is not None and _side.holding:
+        _side.release_connections()
     try:
         yield
     finally:
@@ -75,6 +94,127 @@ def _alone() -> bool:
     return _in_flight <= 1
 
 
+class _Side:
+    """The side threads of a process, each with a queue of its own, and the permits
+    that bound how many reads are beside at once (one per thread, so a caller that
+    holds a permit always finds an idle thread)."""
+
+    def __init__(self, count: int) -> None:
+        self.permits = threading.BoundedSemaphore(count)
+        self.queues: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(count)]
+        # Idle threads by number, the last one to finish on top: it is the likeliest to
+        # hold a connection still, so a process keeps as few as its reads need.
+        self.idle = list(range(count))
+        self.idle_lock = threading.Lock()
+        # The threads that keep a connection now (read without the lock: a hint).
+        self.holding: set[int] = set()
+        for number in range(count):
+            threading.Thread(
+                target=self._loop, args=(number,), name=f"fedmem-beside_{number}", daemon=True
+            ).start()
+
+    def submit(self, fn: Callable[..., T], args: tuple[Any, ...]) -> Future[T]:
+        """Run ``fn(*args)`` on an idle thread; the caller holds a permit."""
+        future: Future[T] = Future()
+        with self.idle_lock:
+            number = self.idle.pop()
+        # The caller's context variables go along, as asyncio.to_thread does.
+        self.queues[number].put((future, contextvars.copy_context(), fn, args))
+        return future
+
+    def release_connections(self, timeout: float | None = None) -> None:
+        """Every thread hands its connection back once it is idle (now, or after its
+        read); with a ``timeout``, wait up to that long until each has."""
+        done = [threading.Event() for _ in self.queues]
+        for jobs, event in zip(self.queues, done, strict=True):
+            jobs.put(event)
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            for event in done:
+                event.wait(max(0.0, deadline - time.monotonic()))
+
+    def _loop(self, number: int) -> None:
+        jobs = self.queues[number]
+        held_since: float | None = None  # when the kept connection's last read ended
+        while True:
+            try:
+                job = jobs.get(timeout=HOLD_SECONDS if held_since is not None else None)
+            except queue.Empty:
+                job = None
+            if job is None or isinstance(job, threading.Event):
+                if held_since is not None:
+                    held_since = None
+                    self.holding.discard(number)
+                    try:
+                        connections.close_all()  # back to the pool
+                    except Exception:  # a broken connection: the pool discards it
+                        logger.warning("a side read's connection did not close cleanly", exc_info=True)
+                if job is not None:
+                    job.set()
+                continue
+            future, context, fn, args = job
+            outcome: Any = None
+            failure: BaseException | None = None
+            try:
+                if held_since is not None and time.monotonic() - held_since > CHECK_AFTER_SECONDS:
+                    # As the pool checks a connection it hands out (Django leaves pooled
+                    # connections to it); a broken one goes back, the read takes another.
+                    kept = connections[DEFAULT_DB_ALIAS]
+                    if not kept.is_usable():
+                        kept.close()
+                outcome = context.run(fn, *args)
+            except BaseException as exc:  # handed to the caller
+                failure = exc
+            held_since = None
+            try:
+                if _keep():
+                    held_since = time.monotonic()
+            except BaseException as exc:  # a connection that would not close: the read's error
+                failure = failure or exc
+            finally:
+                (self.holding.add if held_since is not None else self.holding.discard)(number)
+                with self.idle_lock:
+                    self.idle.append(number)
+                self.permits.release()
+                if failure is None:
+                    future.set_result(outcome)
+                else:
+                    future.set_exception(failure)
+
+
+def _keep() -> bool:
+    """Whether this side thread keeps its connection for the next read; if not, every
+    connection it opened goes back to the pool now."""
+    keep = (
+        connection.connection is not None
+        and not connection.in_atomic_block
+        and not connection.needs_rollback
+        and not connection.errors_occurred
+        and connection.get_autocommit()
+        and _alone()
+    )
+    kept = connections[DEFAULT_DB_ALIAS]  # ``connection`` is a proxy of it
+    for other in connections.all(initialized_only=True):
+        if other is not kept or not keep:
+            other.close()  # back to the pool, rolled back if a transaction was left open
+            if other.in_atomic_block:
+                # Left inside an atomic block (a bug of the read): the wrapper would
+                # refuse every later read on this thread, so the next one gets a new one.
+                del connections[other.alias]
+    return keep
+
+
+# The side threads, made at first use with the setting then.
+_side: _Side | None = None
+
+
+def release_connections(timeout: float = 5.0) -> None:
+    """Hand every connection the side threads keep back to the pool, and wait for it
+    (a test database is dropped only when no connection is open on it)."""
+    if _side is not None:
+        _side.release_connections(timeout)
+
+
 def _forget_threads() -> None:
     # A forked child (a Celery worker's pool process) has none of its parent's threads.
     global _side, _lock, _in_flight
@@ -84,15 +224,11 @@ def _forget_threads() -> None:
 os.register_at_fork(after_in_child=_forget_threads)
 
 
-def _threads() -> tuple[ThreadPoolExecutor, threading.BoundedSemaphore]:
+def _threads() -> _Side:
     global _side
     with _lock:
         if _side is None:
-            count = max(1, settings.FEDMEM_DB_SIDE_READS)
-            _side = (
-                ThreadPoolExecutor(max_workers=count, thread_name_prefix="fedmem-beside"),
-                threading.BoundedSemaphore(count),
-            )
+            _side = _Side(max(1, settings.FEDMEM_DB_SIDE_READS))
         return _side
 
 
@@ -120,14 +256,12 @@ class Beside(Generic[T]):
             and _alone()
             and _pool_has_room()
         ):
-            executor, permits = _threads()
-            if permits.acquire(blocking=False):
+            side = _threads()
+            if side.permits.acquire(blocking=False):
                 try:
-                    # The caller's context variables go along, as asyncio.to_thread does.
-                    context = contextvars.copy_context()
-                    self._future = executor.submit(context.run, self._run, permits, fn, args)
+                    self._future = side.submit(fn, args)
                 except BaseException:
-                    permits.release()
+                    side.permits.release()
                     raise
                 return
         self._value = fn(*args)
@@ -135,16 +269,6 @@ class Beside(Generic[T]):
     @property
     def ran_beside(self) -> bool:
         return self._future is not None
-
-    @staticmethod
-    def _run(permits: threading.BoundedSemaphore, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        try:
-            return fn(*args)
-        finally:
-            try:
-                connections.close_all()  # back to the pool
-            finally:
-                permits.release()
 
     def result(self) -> T:
         if self._future is None:

@@ -111,6 +111,10 @@ class _Repeated(Exception):
     """A condition with more values than distinct stand-ins: compiled afresh."""
 
 
+# Exact types whose values are bound as they are (no enumeration member, no bool).
+_PLAIN = (uuid.UUID, int, str)
+
+
 def _kind(value: Any) -> Hashable | None:
     """What of ``value`` decides the SQL text; None when the value cannot be stood in for."""
     if value is None or isinstance(value, bool):
@@ -153,18 +157,26 @@ def template(q: Q) -> tuple[Template, Q] | None:
             if not (isinstance(child, tuple) and len(child) == 2 and isinstance(child[0], str)):
                 return None  # an expression as a condition: not a (lookup, value) leaf
             lookup, value = child
+            if lookup.endswith("__any") and isinstance(value, (list, tuple)) and value:
+                # One array parameter (core.lookups): its length is no part of the text.
+                # The arrays are the long values (a rank's few hundred ids): elements
+                # of one exact plain type are taken as they are, every other array
+                # element by element.
+                first = type(value[0])
+                if first in _PLAIN and all(type(v) is first for v in value):
+                    kind, array = _kind(value[0]), list(value)
+                else:
+                    kinds = {_kind(v) for v in value}
+                    if len(kinds) != 1 or None in kinds or any(isinstance(k, tuple) for k in kinds):
+                        return None
+                    kind, array = kinds.pop(), [_plain(v) for v in value]
+                shape.append((lookup, "array", kind))
+                values.append(array)
+                out.children.append((lookup, [stand_ins.make(value[0], array=True)]))
+                continue
             kind = _kind(value)
             if kind is None:
                 return None
-            if lookup.endswith("__any") and isinstance(value, (list, tuple)) and value:
-                # One array parameter (core.lookups): its length is no part of the text.
-                kinds = {_kind(v) for v in value}
-                if len(kinds) != 1:
-                    return None
-                shape.append((lookup, "array", *kinds))
-                values.append([_plain(v) for v in value])
-                out.children.append((lookup, [stand_ins.make(value[0], array=True)]))
-                continue
             shape.append((lookup, kind))
             if isinstance(kind, tuple) and kind[0] == "const":
                 out.children.append((lookup, value))

@@ -242,6 +242,29 @@ def test_an_array_condition_is_one_shape_whatever_its_length(access):
     assert statements.compiled(("array",), q, build)[1] == list(build(q).query.sql_with_params()[1])
 
 
+def test_array_elements_are_bound_as_the_orm_sends_them(access):
+    from core.vocabulary import Classification
+
+    build = lambda cond: MemoryItem.objects.filter(cond).values_list("id")  # noqa: E731
+    levels = list(Classification)
+    cases = [
+        ("enum members", Q(tenant_id=access.tenant_id, classification__any=levels)),
+        ("members and ints", Q(tenant_id=access.tenant_id, classification__any=[levels[0], 3])),
+        ("ids as text", Q(tenant_id=access.tenant_id, session_id__any=["s-1", "s-2"])),
+    ]
+    for purpose, q in cases:
+        bound = statements.compiled((purpose,), q, build)
+        assert bound == (build(q).query.sql_with_params()[0], list(build(q).query.sql_with_params()[1]))
+        assert statements.state((purpose,), q) == "compiled"
+        # An enumeration member is bound as the plain value the ORM would send.
+        (array,) = [p for p in bound[1] if isinstance(p, list)]
+        assert array and all(type(value) in (int, str) for value in array)
+    # Elements of two kinds, or one no stand-in exists for, make no template.
+    assert statements.template(Q(pk__any=[uuid.uuid4(), "text"])) is None
+    assert statements.template(Q(session_id__any=["s-1", None])) is None
+    assert statements.template(Q(classification__any=[1, True])) is None
+
+
 def test_a_marker_equal_to_a_stand_in_leaves_the_shape_uncached(access):
     # The first stand-in of a condition whose first value is a UUID.
     clash = uuid.UUID(int=(statements._StandIns._base << 64) | 0)
