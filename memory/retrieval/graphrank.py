@@ -53,6 +53,10 @@ from memory.retrieval.specificity import bridge_weight, distinctions, session_we
 from memory.retrieval.vectors import stored_vectors
 
 SEED_POOL = 30
+# What the rank reads of a seed's row (its session's turns and its words); the rows it
+# returns are read whole at the end. The other columns (JSON, arrays, six timestamps)
+# were a third of the seeds' statement's Python time.
+SEED_COLUMNS = ("agent_id", "session_id", "content")
 # The best-ranked facts a chain may be walked back through.
 CHAIN_POOL = 50
 # What a place on that chain adds to a fact's score, times its link score (at most 1).
@@ -418,7 +422,10 @@ def rank(
     """The ``limit`` best facts for ``rq`` by relevance fused with graph score."""
     # The seeds are candidates, not what is returned: the returned facts are stamped
     # (last_recalled_at, idle retention) at the end, bridged ones included.
-    hits = retrieve(access, replace(rq, top_k=max(SEED_POOL, rq.top_k), mode="hybrid", stamp=False))
+    hits = retrieve(
+        access,
+        replace(rq, top_k=max(SEED_POOL, rq.top_k), mode="hybrid", stamp=False, columns=SEED_COLUMNS),
+    )
     if not hits:
         return []
     tenant_id = access.tenant_id

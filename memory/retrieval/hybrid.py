@@ -139,6 +139,9 @@ class RecallQuery:
     # Stamp last_recalled_at on the hits (idle retention): off when the hits are a
     # caller's candidates, not what it returns (the graph rank stamps what it returns).
     stamp: bool = True
+    # The item columns the hits carry (the others deferred; ``id`` and ``created_at``
+    # always): a caller that reads its answer's rows again later takes what it needs.
+    columns: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -394,7 +397,10 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     limit = min(max(rq.top_k * 4, rq.top_k), candidates * 2) if reranker else rq.top_k
     require_all = rq.mode == "hybrid" and settings.FEDMEM_HYBRID_KEYWORD_MATCH == "all"
     lexical = rq.mode in ("hybrid", "keyword") and bool(_WORD.search(rq.query))
-    columns = ", ".join(f"m.{c}" for c in _COLUMNS)
+    wanted = _COLUMNS
+    if rq.columns is not None:
+        wanted = ["id", "created_at", *(c for c in rq.columns if c in _COLUMNS)]
+    columns = ", ".join(f"m.{c}" for c in dict.fromkeys(wanted))
     params: list[Any] = []
     ctes: list[str] = []
     keyword_rows: list[tuple[Any, float, Any, float]] | None = None

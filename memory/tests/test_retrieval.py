@@ -66,6 +66,21 @@ def test_each_mode_reports_its_own_signals(access):
     assert keyword.similarity is None and 0 < keyword.score < 1
 
 
+def test_hits_carry_the_columns_asked_for_and_rank_as_whole_rows(access):
+    for content in MEMORIES.values():
+        remember(access, content)
+    for query, _relevant in QUERIES[:4]:
+        whole = _recall(access, query, top_k=8)
+        light = _recall(access, query, top_k=8, columns=("content", "session_id"))
+        ranked = [(h.item.pk, h.score, h.signals) for h in whole]
+        assert [(h.item.pk, h.score, h.signals) for h in light] == ranked
+        for hit in light:
+            deferred = hit.item.get_deferred_fields()
+            assert {"content", "session_id", "created_at", "id"}.isdisjoint(deferred)
+            assert {"metadata", "provenance", "scopes", "updated_at"} <= deferred
+        assert not whole[0].item.get_deferred_fields() & {"metadata", "provenance", "scopes"}
+
+
 def test_other_tenants_and_agents_never_rank_even_when_closer(access, world):
     remember(access, "The invoice template uses the blue logo")
     # Word-for-word the query, but in another tenant / another agent.
