@@ -54,8 +54,8 @@ from memory.retrieval.vectors import stored_vectors
 
 SEED_POOL = 30
 # What the rank reads of a seed's row (its session's turns and its words); the rows it
-# returns are read whole at the end. The other columns (JSON, arrays, six timestamps)
-# were a third of the seeds' statement's Python time.
+# returns are read whole at the end. Every other column (JSON, arrays, six timestamps)
+# was converted into a model field for 30 rows that nothing read.
 SEED_COLUMNS = ("agent_id", "session_id", "content")
 # The best-ranked facts a chain may be walked back through.
 CHAIN_POOL = 50
