@@ -65,11 +65,14 @@ def test_a_kept_connection_goes_back_after_a_while_without_reads(monkeypatch):
     monkeypatch.setattr(beside, "HOLD_SECONDS", 0.2)
     beside.release_connections()
     in_use = _pool_in_use()
-    assert Beside(_where).ran_beside
+    read = Beside(_where)
+    assert read.ran_beside and read.result()[1]
+    assert beside._threads().holding  # kept after the read...
     deadline = time.monotonic() + 5
     while _pool_in_use() > in_use and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _pool_in_use() == in_use
+    assert _pool_in_use() == in_use  # ...and handed back without another read
+    assert not beside._threads().holding
 
 
 @pytest.mark.django_db(transaction=True)
