@@ -503,6 +503,8 @@ def rank(
             name, weight = weights[entity_id]
             reached(item_id, source[entity_id], "entity", hop, entity=name, weight=round(weight, 3))
         frontier = [k for k in reach if k not in before]
+        if hop == hops or not frontier or len(reach) >= max_visited:
+            break  # no next round (at 100k facts the first fills the candidates)
         # The next round's term sources: the strongest term bridges just found.
         new = set(frontier)
         fresh = [b for a, b, _c in sorted(found_terms, key=lambda t: -t[2]) if b.int in new]
