@@ -373,10 +373,15 @@ def _cause_spans(tenant_id: Any, item_ids: list[Any]) -> list[tuple[Any, str]]:
     an item names twice, once)."""
     spans: dict[Any, list[str]] = {}
     if item_ids:
-        rows = CausalEdge.objects.filter(tenant_id=tenant_id, item_id__any=list(item_ids)).order_by("id")
-        for item_id, cause in rows.values_list("item_id", "cause"):
+        # Compiled once (core.statements): the ORM took most of this read's millisecond.
+        condition = Q(tenant_id=tenant_id, item_id__any=list(item_ids))
+        for item_id, cause in fetch(("cause spans",), condition, _cause_span_rows):
             spans.setdefault(item_id, []).append(cause)
     return [(pk, cause) for pk in item_ids for cause in dict.fromkeys(spans.get(pk, []))]
+
+
+def _cause_span_rows(condition: Q) -> Any:
+    return CausalEdge.objects.filter(condition).order_by("id").values_list("item_id", "cause")
 
 
 def entity_vectors(entity_ids: list[int]) -> tuple[list[int], np.ndarray]:

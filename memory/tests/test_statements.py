@@ -293,6 +293,7 @@ def test_fetched_rows_are_the_querysets_rows(access):
             Q(tenant_id=access.tenant_id, item_id__any=ids),
             graphrank._named_mention_rows,
         ),
+        (("cause spans",), Q(tenant_id=access.tenant_id, item_id__any=ids), graphrank._cause_span_rows),
     ]
     for purpose, cond, build in cases:
         expected = list(build(cond))
