@@ -399,7 +399,9 @@ def retrieve(access: MemoryAccess, rq: RecallQuery, *, visible: Q | None = None)
     lexical = rq.mode in ("hybrid", "keyword") and bool(_WORD.search(rq.query))
     wanted = _COLUMNS
     if rq.columns is not None:
-        wanted = ["id", "created_at", *(c for c in rq.columns if c in _COLUMNS)]
+        if unknown := set(rq.columns) - set(_COLUMNS):
+            raise ValueError(f"no item column {sorted(unknown)} to read")
+        wanted = ["id", "created_at", *rq.columns]
     columns = ", ".join(f"m.{c}" for c in dict.fromkeys(wanted))
     params: list[Any] = []
     ctes: list[str] = []

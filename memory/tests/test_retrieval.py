@@ -79,6 +79,8 @@ def test_hits_carry_the_columns_asked_for_and_rank_as_whole_rows(access):
             assert {"content", "session_id", "created_at", "id"}.isdisjoint(deferred)
             assert {"metadata", "provenance", "scopes", "updated_at"} <= deferred
         assert not whole[0].item.get_deferred_fields() & {"metadata", "provenance", "scopes"}
+    with pytest.raises(ValueError, match="no item column"):
+        _recall(access, "boiler", columns=("content", "embedding"))
 
 
 def test_other_tenants_and_agents_never_rank_even_when_closer(access, world):
