@@ -185,15 +185,15 @@ class _Side:
 def _keep() -> bool:
     """Whether this side thread keeps its connection for the next read; if not, every
     connection it opened goes back to the pool now."""
+    kept = connections[DEFAULT_DB_ALIAS]  # the wrapper ``connection`` proxies
     keep = (
-        connection.connection is not None
-        and not connection.in_atomic_block
-        and not connection.needs_rollback
-        and not connection.errors_occurred
-        and connection.get_autocommit()
+        kept.connection is not None
+        and not kept.in_atomic_block
+        and not kept.needs_rollback
+        and not kept.errors_occurred
+        and kept.get_autocommit()
         and _alone()
     )
-    kept = connections[DEFAULT_DB_ALIAS]  # ``connection`` is a proxy of it
     for other in connections.all(initialized_only=True):
         if other is not kept or not keep:
             other.close()  # back to the pool, rolled back if a transaction was left open
